@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The `gpufabric` command line: parsing and presentation only.
+
+All host changes happen in the Ansible collection; this module only reads the
+catalog and inventories, prints, and (later) starts playbooks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufabric import __version__
+from gpufabric import catalog as fabric_catalog
+from gpufabric.errors import UserError
+from gpufabric.plan import fleet_plan, render
+
+app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+CatalogOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045 - typer needs Optional here on Python 3.11
+    typer.Option(
+        "--catalog",
+        help="Extra catalog YAML merged over the built-in one (repeatable; also $GPUFABRIC_CATALOG).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        stdout.print(__version__)
+        raise typer.Exit()
+
+
+@catalog_app.command("list")
+def catalog_list(catalog: CatalogOption = None, as_json: JsonOption = False) -> None:
+    """List every profile of the catalog."""
+    loaded = fabric_catalog.load(catalog)
+    rows = [fabric_catalog.summary(name, loaded.get(name)) for name in loaded.names()]
+    if as_json:
+        _print_json({"profiles": rows})
+        return
+    table = Table(title="fabric catalog")
+    for column in ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[column]) for column in ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s")))
+    stdout.print(table)
+
+
+@catalog_app.command("show")
+def catalog_show(
+    name: Annotated[str, typer.Argument(help="Profile name, e.g. gcp/a3-megagpu-8g.")],
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one profile in full."""
+    loaded = fabric_catalog.load(catalog)
+    profile = loaded.get(name)
+    if profile is None:
+        raise UserError(f"no profile {name!r} in the catalog; `gpufabric catalog list` shows the accepted names")
+    if as_json:
+        _print_json({"name": name, "source": loaded.origins[name], **profile})
+        return
+    import yaml  # only for the human view
+
+    stdout.print(f"[bold]{name}[/bold]  (from {loaded.origins[name]})", highlight=False)
+    stdout.print(yaml.safe_dump(profile, sort_keys=False, width=120), markup=False, highlight=False)
+
+
+@app.command()
+def plan(
+    inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
+    tier: Annotated[
+        Optional[str],  # noqa: UP045 - typer needs Optional here on Python 3.11
+        typer.Option(help="best or standard; default: host var gpufabric_tier, else best."),
+    ] = None,
+    catalog: CatalogOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show, per host, the profile, fabric, roles and environment that apply would use."""
+    result = fleet_plan(inventory, tier, catalog)
+    if as_json:
+        _print_json(result)
+        return
+    render(result, stdout)
+
+
+def main() -> None:
+    """Entry point: bad input ends with one line on stderr and exit code 2, no traceback."""
+    try:
+        app()
+    except UserError as exc:
+        stderr.print(f"[red]error[/red]: {exc}", highlight=False)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: fabric_plan
+author: gpufabric developers
+version_added: "0.1.0"
+short_description: Resolve a host's fabric catalog profile into its plan
+description:
+  - Loads the gpufabric fabric catalog (built-in profiles, then the override files named in
+    O(catalog_files) and in the C(GPUFABRIC_CATALOG) environment variable of the controller),
+    validates it, and returns the plan for one host.
+  - The plan is a dictionary with C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable),
+    C(env), C(resolved_by) and C(warnings); C(profile) is C(unknown) when nothing matches.
+  - This is the same code that C(gpufabric plan) runs, so the playbook applies what the plan shows.
+options:
+  profile:
+    description: Catalog profile name such as C(gcp/a3-megagpu-8g); wins over O(cloud) and O(instance_type).
+    type: str
+    default: ""
+  cloud:
+    description: Cloud of the host (C(gcp), C(aws), C(azure), C(nebius), C(oci), C(baremetal)).
+    type: str
+    default: ""
+  instance_type:
+    description: Instance type (machine type, VM size, shape or preset platform) of the host.
+    type: str
+    default: ""
+  tier:
+    description: C(best) or C(standard).
+    type: str
+    default: best
+  catalog_files:
+    description: Override catalog files merged over the built-in catalog, in order.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Plan this host
+  ansible.builtin.set_fact:
+    gpufabric_plan: "{{ lookup('gpufabric.cluster.fabric_plan', profile='gcp/a3-megagpu-8g', tier='best') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One plan dictionary.
+  type: list
+  elements: dict
+"""
+
+from pathlib import Path
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import (
+    CatalogError,
+    load_catalog,
+    override_files_from_env,
+)
+from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_plan import PlanError, plan_host
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        overrides = [*override_files_from_env(), *(Path(f) for f in self.get_option("catalog_files"))]
+        try:
+            catalog = load_catalog(overrides)
+            hostvars = {
+                "gpufabric_profile": self.get_option("profile"),
+                "gpufabric_cloud": self.get_option("cloud"),
+                "gpufabric_instance_type": self.get_option("instance_type"),
+            }
+            return [plan_host(hostvars, catalog, tier=self.get_option("tier"), tier_source="lookup option tier")]
+        except (CatalogError, PlanError) as exc:
+            raise AnsibleLookupError(f"gpufabric catalog: {exc}") from None

@@ -1,0 +1,356 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Load, merge and validate the fabric catalog.
+
+The catalog is the single source of truth shared by the Python driver and the
+Ansible side (lookup plugins, roles). This file depends on PyYAML only, so both
+can import it: the driver through the collection on disk, Ansible through
+``ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog``.
+
+Validation is hand-written rather than JSON Schema so that every error names
+the file, the key path and what is accepted, in one sentence an operator reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
+CATALOG_ENV_VAR = "GPUFABRIC_CATALOG"
+
+CLOUDS = ("gcp", "aws", "azure", "nebius", "oci", "baremetal")
+FABRICS = ("tcpx", "tcpxo", "gpudirect_rdma", "infiniband", "efa", "roce", "none")
+TIERS = ("best", "standard")
+NIC_KINDS = ("gvnic", "efa", "connectx_ib", "connectx_roce", "ethernet")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+ALGOS = ("default", "ring")
+# Every role a profile may name; the plan reports which of them exist yet.
+KNOWN_ROLES = (
+    "fabric_facts",
+    "rdma_stack",
+    "nvidia_driver",
+    "gcp_tcpx",
+    "gcp_tcpxo",
+    "gcp_gpudirect_rdma",
+    "infiniband",
+    "aws_efa",
+    "roce",
+    "sriov",
+    "nccl_env",
+    "nccl_tests",
+)
+
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+
+
+class CatalogError(Exception):
+    """A catalog file is unreadable or does not match the schema."""
+
+    def __init__(self, source: str, key: str, reason: str) -> None:
+        self.source = source
+        self.key = key
+        self.reason = reason
+        where = f"{source}: {key}: " if key else f"{source}: "
+        super().__init__(where + reason)
+
+
+# ---------------------------------------------------------------------------
+# Schema: a field is (type checker, required). Nested dicts are sub-schemas.
+# ---------------------------------------------------------------------------
+
+
+def _str(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else "must be a non-empty string"
+
+
+def _int_min(low: int):
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            return f"must be an integer >= {low}"
+        return None
+
+    return check
+
+
+def _positive_number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return "must be a positive number"
+    return None
+
+
+def _bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def _choice(choices: tuple[str, ...]):
+    def check(value: Any) -> str | None:
+        if value not in choices:
+            return f"{value!r} is not accepted; accepted: {', '.join(choices)}"
+        return None
+
+    return check
+
+
+def _list_of(item_check):
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list):
+            return "must be a list"
+        for index, item in enumerate(value):
+            problem = item_check(item)
+            if problem:
+                return f"item {index} ({item!r}) {problem}"
+        return None
+
+    return check
+
+
+def _pci_id(value: Any) -> str | None:
+    if isinstance(value, str) and PCI_ID.match(value):
+        return None
+    return "must be a PCI vendor:device id such as '15b3:1021' (lowercase hex, quoted)"
+
+
+def _roles(value: Any) -> str | None:
+    problem = _list_of(_choice(KNOWN_ROLES))(value)
+    if problem:
+        return problem
+    if not value:
+        return "must name at least one role"
+    if len(set(value)) != len(value):
+        return "names a role twice"
+    return None
+
+
+def _env(allow_null: bool):
+    def check(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return "must be a mapping of VARIABLE: value"
+        for name, setting in value.items():
+            if not isinstance(name, str) or not ENV_NAME.match(name):
+                return f"variable name {name!r} must match {ENV_NAME.pattern}"
+            if setting is None and allow_null:
+                continue
+            if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
+                return f"{name} must be a string (quote it); got {type(setting).__name__}"
+        return None
+
+    return check
+
+
+def _thresholds(value: Any) -> str | None:
+    if not isinstance(value, list) or not value:
+        return "must be a non-empty list of thresholds"
+    return None
+
+
+THRESHOLD_SCHEMA: dict[str, Any] = {
+    "collective": (_choice(COLLECTIVES), True),
+    "min_nodes": (_int_min(1), True),
+    "max_nodes": (_int_min(1), False),
+    "algo": (_choice(ALGOS), True),
+    "min_size_bytes": (_int_min(1), True),
+    "min_busbw_gbyte_s": (_positive_number, True),
+    "verified": (_bool, True),
+    "basis": (_str, True),
+}
+
+TIER_SCHEMA: dict[str, Any] = {
+    "roles": (_roles, True),
+    "env": (_env(allow_null=False), True),
+    "k8s_env": (_env(allow_null=True), False),
+}
+
+PROFILE_SCHEMA: dict[str, Any] = {
+    "cloud": (_choice(CLOUDS), True),
+    "instance_type": (_str, True),
+    "description": (_str, True),
+    "gpu": (
+        {
+            "model": (_str, True),
+            "count": (_int_min(1), True),
+            "nvswitch": (_bool, True),
+            "pci_id": (_pci_id, False),
+        },
+        True,
+    ),
+    "nics": (
+        {
+            "gpu": (
+                {
+                    "count": (_int_min(0), True),
+                    "speed_gbit_s": (_positive_number, True),
+                    "kind": (_choice(NIC_KINDS), True),
+                    "pci_ids": (_list_of(_pci_id), False),
+                    "interfaces": (_list_of(_str), False),
+                    "rdma_devices": (_list_of(_str), False),
+                },
+                True,
+            ),
+            "management": (
+                {
+                    "kind": (_str, True),
+                    "interface": (_str, False),
+                    "speed_gbit_s": (_positive_number, False),
+                },
+                True,
+            ),
+        },
+        True,
+    ),
+    "fabric": (_choice(FABRICS), True),
+    "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
+    "bandwidth": (
+        {
+            "line_rate_gbit_s": (_positive_number, True),
+            "source": (_str, True),
+            "thresholds": (_thresholds, True),
+        },
+        True,
+    ),
+    "sources": (_list_of(_str), False),
+}
+
+
+def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) -> None:
+    if not isinstance(data, dict):
+        raise CatalogError(source, path, "must be a mapping")
+    for key in data:
+        if key not in schema:
+            raise CatalogError(source, f"{path}.{key}", f"unknown key; accepted: {', '.join(schema)}")
+    for key, (check, required) in schema.items():
+        where = f"{path}.{key}"
+        if key not in data:
+            if required:
+                raise CatalogError(source, where, "missing required key")
+            continue
+        if isinstance(check, dict):
+            _check_mapping(data[key], check, where, source)
+            continue
+        problem = check(data[key])
+        if problem:
+            raise CatalogError(source, where, problem)
+
+
+def validate_profile(name: str, profile: Any, source: str) -> None:
+    """Raise CatalogError unless ``profile`` is a complete, consistent profile."""
+    path = f"profiles.{name}"
+    _check_mapping(profile, PROFILE_SCHEMA, path, source)
+    cloud, _, instance_type = name.partition("/")
+    if profile["cloud"] != cloud or profile["instance_type"] != instance_type:
+        raise CatalogError(
+            source,
+            path,
+            f"profile name must be '<cloud>/<instance_type>', i.e. "
+            f"'{profile['cloud']}/{profile['instance_type']}'",
+        )
+    for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
+        where = f"{path}.bandwidth.thresholds[{index}]"
+        _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
+        if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
+            raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
+    for tier in TIERS:
+        env = profile["tiers"][tier]["env"]
+        profile["tiers"][tier]["env"] = {key: str(value) for key, value in env.items()}
+
+
+# ---------------------------------------------------------------------------
+# Loading and merging
+# ---------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(source, "", f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise CatalogError(source, where, f"not valid YAML: {reason}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+        raise CatalogError(source, "profiles", "the file must be a mapping with a 'profiles:' mapping")
+    unknown = set(data) - {"profiles"}
+    if unknown:
+        raise CatalogError(source, sorted(unknown)[0], "unknown top-level key; accepted: profiles")
+    return data["profiles"]
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``override`` over ``base``: mappings merge, anything else replaces.
+
+    A null value in an override removes the key, so a site can drop a
+    variable that a built-in profile sets.
+    """
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def override_files_from_env(environ: dict[str, str] | None = None) -> list[Path]:
+    """Files named in GPUFABRIC_CATALOG (separated like PATH)."""
+    value = (environ if environ is not None else os.environ).get(CATALOG_ENV_VAR, "")
+    return [Path(part) for part in value.split(os.pathsep) if part]
+
+
+class Catalog:
+    """Validated profiles by name, plus where each one was last defined."""
+
+    def __init__(self, profiles: dict[str, dict[str, Any]], origins: dict[str, str]) -> None:
+        self.profiles = profiles
+        self.origins = origins
+        self._by_instance = {(p["cloud"], p["instance_type"]): name for name, p in profiles.items()}
+
+    def names(self) -> list[str]:
+        return sorted(self.profiles)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self.profiles.get(name)
+
+    def find(self, cloud: str, instance_type: str) -> str | None:
+        """Profile name for a cloud's instance type, or None."""
+        return self._by_instance.get((cloud, instance_type))
+
+
+def load_catalog(
+    override_files: list[Path] | None = None,
+    builtin_dir: Path = BUILTIN_CATALOG_DIR,
+) -> Catalog:
+    """Load the built-in catalog, merge overrides in order, validate all."""
+    profiles: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
+    builtin_files = sorted(builtin_dir.glob("*.yml"))
+    if not builtin_files:
+        raise CatalogError(str(builtin_dir), "", "no catalog files (*.yml) found")
+    for path in builtin_files:
+        for name, profile in _read_yaml(path).items():
+            if name in profiles:
+                raise CatalogError(str(path), f"profiles.{name}", f"already defined in {origins[name]}")
+            profiles[name] = profile
+            origins[name] = str(path)
+    for path in override_files or []:
+        for name, profile in _read_yaml(Path(path)).items():
+            if not isinstance(profile, dict):
+                raise CatalogError(str(path), f"profiles.{name}", "must be a mapping")
+            profiles[name] = _deep_merge(profiles.get(name, {}), profile)
+            origins[name] = str(path)
+    for name, profile in profiles.items():
+        if not isinstance(name, str) or "/" not in name:
+            raise CatalogError(origins[name], f"profiles.{name}", "profile names look like '<cloud>/<instance-type>'")
+        validate_profile(name, profile, origins[name])
+    return Catalog(profiles, origins)

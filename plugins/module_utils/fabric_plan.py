@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Turn one host's inventory variables into its plan: profile, fabric, roles, env.
+
+Shared by ``gpufabric plan`` (driver) and playbooks/site.yml (through the
+``gpufabric.cluster.fabric_plan`` lookup), so what the plan shows is what the
+playbook applies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import TIERS, Catalog
+
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+UNKNOWN = "unknown"
+DEFAULT_TIER = "best"
+
+
+class PlanError(Exception):
+    """Input that no plan can be made from (for example an unknown tier)."""
+
+
+def available_roles(roles_dir: Path = ROLES_DIR) -> set[str]:
+    """Roles of this collection that exist, i.e. have tasks/main.yml."""
+    return {path.parent.parent.name for path in roles_dir.glob("*/tasks/main.yml")}
+
+
+def check_tier(tier: str, where: str) -> str:
+    if tier not in TIERS:
+        raise PlanError(f"unknown tier {tier!r} ({where}); accepted: {', '.join(TIERS)}")
+    return tier
+
+
+def resolve_profile(hostvars: dict[str, Any], catalog: Catalog) -> tuple[str | None, str]:
+    """Return (profile name or None, how it was resolved or why it was not)."""
+    explicit = hostvars.get("gpufabric_profile")
+    if explicit:
+        if catalog.get(explicit):
+            return explicit, "host var gpufabric_profile"
+        return None, f"profile {explicit!r} from host var gpufabric_profile is not in the catalog"
+    cloud = hostvars.get("gpufabric_cloud")
+    instance_type = hostvars.get("gpufabric_instance_type")
+    if cloud and instance_type:
+        name = catalog.find(str(cloud), str(instance_type))
+        if name:
+            return name, "host vars gpufabric_cloud and gpufabric_instance_type"
+        return None, f"no catalog profile for {cloud} instance type {instance_type!r}"
+    return None, "host has neither gpufabric_profile nor gpufabric_cloud with gpufabric_instance_type"
+
+
+def plan_host(
+    hostvars: dict[str, Any],
+    catalog: Catalog,
+    tier: str | None = None,
+    roles_present: set[str] | None = None,
+    tier_source: str = "--tier",
+) -> dict[str, Any]:
+    """The plan for one host. ``tier`` (named by ``tier_source``) beats the host var."""
+    if tier is None:
+        tier = check_tier(str(hostvars.get("gpufabric_tier", DEFAULT_TIER)), "host var gpufabric_tier")
+    else:
+        tier = check_tier(tier, tier_source)
+    present = available_roles() if roles_present is None else roles_present
+    name, reason = resolve_profile(hostvars, catalog)
+    if name is None:
+        return {
+            "profile": UNKNOWN,
+            "fabric": UNKNOWN,
+            "tier": tier,
+            "roles": [],
+            "roles_unavailable": [],
+            "env": {},
+            "resolved_by": None,
+            "warnings": [f"{reason}; apply skips this host unless told which profile to use"],
+        }
+    profile = catalog.profiles[name]
+    roles = list(profile["tiers"][tier]["roles"])
+    unavailable = [role for role in roles if role not in present]
+    warnings = []
+    if unavailable:
+        warnings.append(f"roles not written yet: {', '.join(unavailable)}; apply refuses to run them")
+    return {
+        "profile": name,
+        "fabric": profile["fabric"],
+        "tier": tier,
+        "roles": roles,
+        "roles_unavailable": unavailable,
+        "env": dict(profile["tiers"][tier]["env"]),
+        "resolved_by": reason,
+        "warnings": warnings,
+    }

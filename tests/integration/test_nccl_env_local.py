@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The nccl_env role and site.yml run for real on this machine, writing under a temp dir.
+
+The molecule scenario proves the same role in systemd containers on Debian 12
+and 13; this test is the fast loop: real ansible-playbook, real files, real
+`sh` sourcing the written script.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+BIN = Path(sys.executable).parent
+catalog = module_utils("fabric_catalog").load_catalog()
+
+
+def playbook(tmp_path: Path, ansible_env, body: str, *args: str, inventory: str | None = None):
+    path = tmp_path / "play.yml"
+    path.write_text(body, encoding="utf-8")
+    if inventory is None:
+        inventory = "localhost ansible_connection=local ansible_python_interpreter=" + sys.executable
+        (tmp_path / "hosts").write_text(inventory + "\n", encoding="utf-8")
+    else:
+        (tmp_path / "hosts").write_text(inventory, encoding="utf-8")
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(tmp_path / "hosts"), str(path), *args],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=False,
+    )
+
+
+def role_play(tmp_path: Path, profile: str, tier: str = "best", extra: str = "{}") -> str:
+    return f"""
+- name: Apply nccl_env
+  hosts: all
+  gather_facts: false
+  roles:
+    - role: gpufabric.cluster.nccl_env
+      nccl_env_profile: {profile}
+      nccl_env_tier: {tier}
+      nccl_env_extra: {extra}
+      nccl_env_conf_path: {tmp_path}/nccl.conf
+      nccl_env_script_path: {tmp_path}/fabric-env.sh
+      nccl_env_backup: false
+"""
+
+
+def recap(result) -> dict[str, int]:
+    match = re.search(r"ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", result.stdout)
+    assert match, result.stdout + result.stderr
+    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups()), strict=True))
+
+
+def read_conf(path: Path) -> dict[str, str]:
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    return dict(line.split("=", 1) for line in lines)
+
+
+def sourced_env(script: Path) -> dict[str, str]:
+    output = subprocess.run(
+        ["sh", "-c", f". {script}; . {script}; env"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/site/lib"},
+    ).stdout
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+def test_role_writes_profile_env_idempotently_and_removes_stale_keys(tmp_path, ansible_env):
+    expected = catalog.get("gcp/a3-ultragpu-8g")["tiers"]["best"]["env"]
+    (tmp_path / "nccl.conf").write_text("NCCL_STALE_FROM_LAST_PROFILE=1\n", encoding="utf-8")
+
+    check = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"), "--check", "--diff")
+    assert recap(check)["failed"] == 0
+    assert recap(check)["changed"] == 2
+    assert read_conf(tmp_path / "nccl.conf") == {"NCCL_STALE_FROM_LAST_PROFILE": "1"}, "check mode wrote"
+    assert "+NCCL_NET=gIB" in check.stdout, "diff shows the new content"
+
+    first = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"))
+    assert recap(first)["changed"] == 2
+    second = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"))
+    assert recap(second)["changed"] == 0
+
+    conf = read_conf(tmp_path / "nccl.conf")
+    assert conf == {key: value for key, value in expected.items() if key.startswith("NCCL_")}
+    assert (tmp_path / "nccl.conf").stat().st_mode & 0o777 == 0o644
+    env = sourced_env(tmp_path / "fabric-env.sh")
+    assert env["LD_LIBRARY_PATH"] == f"{expected['LD_LIBRARY_PATH']}:/opt/site/lib", "prepended once"
+    assert "export NCCL_" not in (tmp_path / "fabric-env.sh").read_text()
+
+
+def test_profile_change_and_site_overrides(tmp_path, ansible_env):
+    playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"))
+    extra = "{NCCL_DEBUG: INFO, NCCL_IB_HCA: null, UCX_TLS: 'rc,cuda_copy'}"
+    result = playbook(tmp_path, ansible_env, role_play(tmp_path, "nebius/gpu-h100-sxm", extra=extra))
+    assert recap(result)["failed"] == 0, result.stdout
+    conf = read_conf(tmp_path / "nccl.conf")
+    assert conf["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_IB_HCA" not in conf
+    assert "NCCL_NET" not in conf, "gIB keys of the previous profile are gone"
+    env = sourced_env(tmp_path / "fabric-env.sh")
+    assert env["UCX_TLS"] == "rc,cuda_copy"
+    assert env["UCX_NET_DEVICES"] == catalog.get("nebius/gpu-h100-sxm")["tiers"]["best"]["env"]["UCX_NET_DEVICES"]
+    assert env["LD_LIBRARY_PATH"] == "/opt/site/lib"
+
+
+def test_role_rejects_unknown_profile_and_tier(tmp_path, ansible_env):
+    result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a9-hyper"))
+    assert recap(result)["failed"] == 1
+    assert "nccl_env_profile 'gcp/a9-hyper' is not in the fabric catalog" in result.stdout
+    result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-megagpu-8g", tier="gold"))
+    assert recap(result)["failed"] == 1
+    assert "gold" in result.stdout and "best" in result.stdout
+    assert not (tmp_path / "nccl.conf").exists()
+
+
+SITE_INVENTORY = """
+[fleet]
+mega ansible_connection=local gpufabric_cloud=gcp gpufabric_instance_type=a3-megagpu-8g
+stranger ansible_connection=local gpufabric_cloud=gcp gpufabric_instance_type=n2-standard-8
+[fleet:vars]
+ansible_python_interpreter={python}
+"""
+
+
+@pytest.fixture
+def site(repo, tmp_path, ansible_env):
+    def run(*extra: str):
+        inventory = tmp_path / "site-hosts"
+        inventory.write_text(SITE_INVENTORY.format(python=sys.executable), encoding="utf-8")
+        variables = f"nccl_env_conf_path={tmp_path}/nccl.conf nccl_env_script_path={tmp_path}/env.sh"
+        return subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", str(inventory), str(repo / "playbooks/site.yml"), "-e", variables,
+             *extra],
+            capture_output=True,
+            text=True,
+            env=ansible_env,
+            check=False,
+        )
+
+    return run
+
+
+def test_site_refuses_roles_not_written_yet(site, tmp_path):
+    result = site()
+    assert result.returncode != 0
+    assert "needs roles that are not written yet" in result.stdout
+    assert "Nothing was changed on this host" in result.stdout
+    assert "SKIPPED stranger" in result.stdout
+    assert not (tmp_path / "nccl.conf").exists()
+
+
+def test_site_runs_available_roles_when_told(site, tmp_path):
+    result = site("-e", "gpufabric_skip_unavailable_roles=true")
+    assert result.returncode == 0, result.stdout
+    assert "NOT RUN on mega" in result.stdout
+    assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"

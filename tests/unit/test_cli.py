@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The real `gpufabric` command: JSON shapes, exit codes, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+from unit.test_fabric_catalog import REQUIRED_PROFILES
+
+PLAN_KEYS = {"profile", "fabric", "tier", "roles", "env"}
+
+
+def assert_clean_error(result, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    message = " ".join(result.stderr.split())
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_catalog_list_json_lists_every_profile(gpufabric):
+    result = gpufabric("catalog", "list", "--json")
+    assert result.returncode == 0, result.stderr
+    names = [row["name"] for row in json.loads(result.stdout)["profiles"]]
+    assert set(REQUIRED_PROFILES) <= set(names)
+
+
+def test_catalog_list_table(gpufabric):
+    result = gpufabric("catalog", "list")
+    assert result.returncode == 0
+    assert "gcp/a3-megagpu-8g" in result.stdout
+    assert "tcpxo" in result.stdout
+
+
+def test_catalog_show_json_and_text(gpufabric):
+    shown = json.loads(gpufabric("catalog", "show", "aws/p5.48xlarge", "--json").stdout)
+    assert shown["name"] == "aws/p5.48xlarge"
+    assert shown["fabric"] == "efa"
+    assert shown["source"].endswith("catalog/aws.yml")
+    text = gpufabric("catalog", "show", "aws/p5.48xlarge").stdout
+    assert "FI_PROVIDER" in text
+
+
+def test_catalog_show_unknown_profile(gpufabric):
+    assert_clean_error(gpufabric("catalog", "show", "aws/p9"), "no profile 'aws/p9'", "gpufabric catalog list")
+
+
+def test_plan_json_shape_for_the_sample_fleet(gpufabric):
+    result = gpufabric("plan", "-i", "inventories/sample", "--json")
+    assert result.returncode == 0, result.stderr
+    hosts = json.loads(result.stdout)["hosts"]
+    assert len(hosts) >= 10
+    for name, plan in hosts.items():
+        assert PLAN_KEYS <= set(plan), name
+        assert isinstance(plan["roles"], list)
+        assert isinstance(plan["env"], dict)
+    assert hosts["a3mega-0"]["profile"] == "gcp/a3-megagpu-8g"
+    assert hosts["a3mega-0"]["fabric"] == "tcpxo"
+    assert hosts["a3high-0"]["tier"] == "standard"
+    assert hosts["hgx-ib-0"]["fabric"] == "infiniband"
+    assert hosts["n2-cpu-0"]["profile"] == "unknown"
+    fabrics = {plan["fabric"] for plan in hosts.values()}
+    assert {"tcpxo", "gpudirect_rdma", "efa", "infiniband", "roce"} <= fabrics
+
+
+def test_plan_table_shows_hosts_env_and_warnings(gpufabric):
+    result = gpufabric("plan", "-i", "inventories/sample")
+    assert result.returncode == 0, result.stderr
+    assert "a3mega-0" in result.stdout
+    assert "NCCL_FASTRAK_CTRL_DEV=eth0" in result.stdout
+    assert "n2-cpu-0: no catalog profile for gcp instance type 'n2-standard-8'" in " ".join(result.stdout.split())
+
+
+def test_plan_tier_option_overrides_every_host(gpufabric):
+    hosts = json.loads(gpufabric("plan", "-i", "inventories/sample", "--tier", "standard", "--json").stdout)["hosts"]
+    assert {plan["tier"] for plan in hosts.values()} == {"standard"}
+
+
+def test_plan_unknown_tier(gpufabric):
+    assert_clean_error(
+        gpufabric("plan", "-i", "inventories/sample", "--tier", "gold"),
+        "unknown tier 'gold' (--tier); accepted: best, standard",
+    )
+
+
+def test_plan_unknown_tier_in_host_var_names_the_host(gpufabric, tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node-a:\n      gpufabric_tier: gold\n", encoding="utf-8")
+    assert_clean_error(gpufabric("plan", "-i", str(inventory)), "host node-a:", "host var gpufabric_tier")
+
+
+def test_plan_unreadable_inventory(gpufabric, tmp_path):
+    assert_clean_error(gpufabric("plan", "-i", str(tmp_path / "missing.yml")), "cannot read inventory")
+
+
+def test_malformed_catalog_override_from_option(gpufabric, tmp_path):
+    bad = tmp_path / "site.yml"
+    bad.write_text("profiles:\n  aws/p5.48xlarge:\n    fabric: warp\n", encoding="utf-8")
+    assert_clean_error(
+        gpufabric("catalog", "list", "--catalog", str(bad)),
+        f"catalog error: {bad}: profiles.aws/p5.48xlarge.fabric:",
+        "'warp' is not accepted",
+    )
+
+
+def test_catalog_override_from_environment(gpufabric, tmp_path):
+    override = tmp_path / "site.yml"
+    override.write_text(
+        "profiles:\n  aws/p5.48xlarge:\n    tiers: {best: {env: {NCCL_DEBUG: INFO}}}\n", encoding="utf-8"
+    )
+    result = gpufabric("catalog", "show", "aws/p5.48xlarge", "--json", env={"GPUFABRIC_CATALOG": str(override)})
+    assert json.loads(result.stdout)["tiers"]["best"]["env"]["NCCL_DEBUG"] == "INFO"
+    bad = tmp_path / "bad.yml"
+    bad.write_text(":\n  - [", encoding="utf-8")
+    assert_clean_error(gpufabric("plan", "-i", "inventories/sample", env={"GPUFABRIC_CATALOG": str(bad)}), str(bad))

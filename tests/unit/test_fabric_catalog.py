@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The catalog loader: built-in data, overrides, and one clear error per bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+fabric_catalog = module_utils("fabric_catalog")
+CatalogError = fabric_catalog.CatalogError
+
+REQUIRED_PROFILES = [
+    "gcp/a3-highgpu-8g",
+    "gcp/a3-edgegpu-8g",
+    "gcp/a3-megagpu-8g",
+    "gcp/a3-ultragpu-8g",
+    "gcp/a4-highgpu-8g",
+    "aws/p4d.24xlarge",
+    "aws/p4de.24xlarge",
+    "aws/p5.48xlarge",
+    "aws/p5e.48xlarge",
+    "aws/p5en.48xlarge",
+    "aws/p6-b200.48xlarge",
+    "azure/Standard_ND96isr_H100_v5",
+    "azure/Standard_ND96isr_H200_v5",
+    "nebius/gpu-h100-sxm",
+    "nebius/gpu-h200-sxm",
+    "nebius/gpu-b200-sxm",
+    "oci/BM.GPU.H100.8",
+    "baremetal/hgx-h100-ib-ndr",
+    "baremetal/hgx-h100-roce-400g",
+]
+
+
+def write(tmp_path: Path, text: str, name: str = "override.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    return fabric_catalog.load_catalog()
+
+
+def test_builtin_catalog_has_every_required_profile(builtin):
+    assert set(REQUIRED_PROFILES) <= set(builtin.names())
+
+
+@pytest.mark.parametrize("name", REQUIRED_PROFILES)
+def test_every_profile_is_complete(builtin, name):
+    profile = builtin.get(name)
+    assert profile["fabric"] in fabric_catalog.FABRICS
+    for tier in fabric_catalog.TIERS:
+        assert profile["tiers"][tier]["roles"], f"{name} {tier} has no roles"
+        assert "nccl_env" in profile["tiers"][tier]["roles"]
+        assert all(isinstance(value, str) for value in profile["tiers"][tier]["env"].values())
+    thresholds = profile["bandwidth"]["thresholds"]
+    assert all(t["basis"] and t["min_busbw_gbyte_s"] > 0 for t in thresholds)
+    assert profile["bandwidth"]["source"]
+
+
+def test_standard_tier_is_plain_tcp(builtin):
+    for name in builtin.names():
+        env = builtin.get(name)["tiers"]["standard"]["env"]
+        assert env.get("NCCL_NET") == "Socket", name
+
+
+def test_megagpu_env_carries_the_guest_config_checker_settings(builtin):
+    env = builtin.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
+    assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"
+    assert env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    assert "NCCL_ALGO" not in env
+
+
+def test_find_by_cloud_and_instance_type(builtin):
+    assert builtin.find("aws", "p5.48xlarge") == "aws/p5.48xlarge"
+    assert builtin.find("aws", "m5.large") is None
+
+
+def test_override_changes_a_value_drops_a_key_and_adds_a_profile(tmp_path):
+    override = write(
+        tmp_path,
+        """
+profiles:
+  gcp/a3-megagpu-8g:
+    tiers:
+      best:
+        env:
+          NCCL_DEBUG: INFO
+          NCCL_DEBUG_SUBSYS: null
+  baremetal/lab-1node:
+    cloud: baremetal
+    instance_type: lab-1node
+    description: one test node
+    gpu: {model: L4, count: 1, nvswitch: false}
+    nics:
+      gpu: {count: 0, speed_gbit_s: 25, kind: ethernet}
+      management: {kind: ethernet, interface: eno1}
+    fabric: none
+    tiers:
+      best: {roles: [nccl_env], env: {NCCL_SOCKET_IFNAME: eno1}}
+      standard: {roles: [nccl_env], env: {NCCL_NET: Socket, NCCL_SOCKET_NTHREADS: 4}}
+    bandwidth:
+      line_rate_gbit_s: 25
+      source: site measurement
+      thresholds:
+        - {collective: all_reduce, min_nodes: 1, algo: default, min_size_bytes: 1024,
+           min_busbw_gbyte_s: 1, verified: false, basis: guess}
+""",
+    )
+    catalog = fabric_catalog.load_catalog([override])
+    env = catalog.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_DEBUG_SUBSYS" not in env
+    assert env["NCCL_FASTRAK_CTRL_DEV"] == "eth0"  # untouched keys survive the merge
+    assert catalog.origins["gcp/a3-megagpu-8g"] == str(override)
+    assert catalog.find("baremetal", "lab-1node") == "baremetal/lab-1node"
+    assert catalog.get("baremetal/lab-1node")["tiers"]["standard"]["env"]["NCCL_SOCKET_NTHREADS"] == "4"
+
+
+def test_override_files_from_env_splits_like_path(tmp_path):
+    value = f"{tmp_path / 'a.yml'}:{tmp_path / 'b.yml'}"
+    assert fabric_catalog.override_files_from_env({"GPUFABRIC_CATALOG": value}) == [
+        tmp_path / "a.yml",
+        tmp_path / "b.yml",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("profiles:\n  gcp/a3-megagpu-8g:\n    fabric: warp\n", "profiles.gcp/a3-megagpu-8g.fabric", "'warp' is not accepted; accepted: tcpx"),
+        ("profiles:\n  gcp/a3-megagpu-8g:\n    gpu: {count: eight}\n", "profiles.gcp/a3-megagpu-8g.gpu.count", "must be an integer >= 1"),
+        ("profiles:\n  gcp/a3-megagpu-8g:\n    colour: red\n", "profiles.gcp/a3-megagpu-8g.colour", "unknown key"),
+        ("profiles:\n  gcp/new-8g:\n    cloud: gcp\n", "profiles.gcp/new-8g.instance_type", "missing required key"),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_NVLS_ENABLE: true}}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "NCCL_NVLS_ENABLE must be a string (quote it); got bool",
+        ),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {roles: [nccl_env, warp_drive]}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.roles",
+            "item 1 ('warp_drive') 'warp_drive' is not accepted",
+        ),
+        ("profiles:\n  gcp/a3-megagpu-8g:\n    instance_type: a3-mega\n", "profiles.gcp/a3-megagpu-8g", "profile name must be"),
+        ("profiles:\n  a3-mega: {}\n", "profiles.a3-mega", "'<cloud>/<instance-type>'"),
+        ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
+        ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),
+        ("profiles:\n  gcp/a3-megagpu-8g: {tiers: [\n", "line 3, column 1", "not valid YAML"),
+    ],
+)
+def test_bad_override_names_file_key_and_reason(tmp_path, text, key, reason):
+    override = write(tmp_path, text)
+    with pytest.raises(CatalogError) as caught:
+        fabric_catalog.load_catalog([override])
+    assert caught.value.source == str(override)
+    assert caught.value.key == key
+    assert reason in caught.value.reason
+    assert str(override) in str(caught.value)
+
+
+def test_missing_override_file_is_one_clear_error(tmp_path):
+    with pytest.raises(CatalogError, match="cannot read file"):
+        fabric_catalog.load_catalog([tmp_path / "absent.yml"])
+
+
+def test_builtin_directory_without_files_is_an_error(tmp_path):
+    with pytest.raises(CatalogError, match="no catalog files"):
+        fabric_catalog.load_catalog([], builtin_dir=tmp_path)
+
+
+def test_duplicate_profile_across_builtin_files_is_an_error(tmp_path):
+    body = (fabric_catalog.BUILTIN_CATALOG_DIR / "gcp.yml").read_text(encoding="utf-8")
+    write(tmp_path, body, "a.yml")
+    write(tmp_path, body, "b.yml")
+    with pytest.raises(CatalogError, match="already defined in"):
+        fabric_catalog.load_catalog([], builtin_dir=tmp_path)
+
+
+def test_threshold_node_range_is_checked(tmp_path):
+    override = write(
+        tmp_path,
+        """
+profiles:
+  aws/p5.48xlarge:
+    bandwidth:
+      thresholds:
+        - {collective: all_reduce, min_nodes: 4, max_nodes: 2, algo: ring, min_size_bytes: 1,
+           min_busbw_gbyte_s: 1, verified: false, basis: x}
+""",
+    )
+    with pytest.raises(CatalogError) as caught:
+        fabric_catalog.load_catalog([override])
+    assert caught.value.key == "profiles.aws/p5.48xlarge.bandwidth.thresholds[0].max_nodes"

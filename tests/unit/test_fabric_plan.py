@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Plan resolution: profile by name or by cloud + instance type, tiers, unknown hosts."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+fabric_catalog = module_utils("fabric_catalog")
+fabric_plan = module_utils("fabric_plan")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return fabric_catalog.load_catalog()
+
+
+ALL_ROLES = set(fabric_catalog.KNOWN_ROLES)
+
+
+def test_profile_by_cloud_and_instance_type(catalog):
+    plan = fabric_plan.plan_host(
+        {"gpufabric_cloud": "gcp", "gpufabric_instance_type": "a3-megagpu-8g"}, catalog, roles_present=ALL_ROLES
+    )
+    assert plan["profile"] == "gcp/a3-megagpu-8g"
+    assert plan["fabric"] == "tcpxo"
+    assert plan["tier"] == "best"
+    assert plan["env"] == catalog.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
+    assert plan["roles_unavailable"] == []
+    assert plan["warnings"] == []
+
+
+def test_explicit_profile_wins_over_cloud_and_type(catalog):
+    hostvars = {
+        "gpufabric_profile": "baremetal/hgx-h100-ib-ndr",
+        "gpufabric_cloud": "aws",
+        "gpufabric_instance_type": "p5.48xlarge",
+    }
+    assert fabric_plan.plan_host(hostvars, catalog)["profile"] == "baremetal/hgx-h100-ib-ndr"
+
+
+def test_tier_from_host_var_and_command_line_wins(catalog):
+    hostvars = {"gpufabric_profile": "aws/p5.48xlarge", "gpufabric_tier": "standard"}
+    assert fabric_plan.plan_host(hostvars, catalog)["tier"] == "standard"
+    assert fabric_plan.plan_host(hostvars, catalog, tier="best")["tier"] == "best"
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "tier", "message"),
+    [
+        ({"gpufabric_tier": "gold"}, None, "unknown tier 'gold' (host var gpufabric_tier); accepted: best, standard"),
+        ({}, "fast", "unknown tier 'fast' (--tier); accepted: best, standard"),
+    ],
+)
+def test_unknown_tier_is_an_error(catalog, hostvars, tier, message):
+    with pytest.raises(fabric_plan.PlanError) as caught:
+        fabric_plan.plan_host(hostvars, catalog, tier=tier)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "warning"),
+    [
+        ({"gpufabric_cloud": "gcp", "gpufabric_instance_type": "n2-standard-8"}, "no catalog profile for gcp"),
+        ({"gpufabric_profile": "gcp/a9-hyper"}, "'gcp/a9-hyper' from host var gpufabric_profile is not in"),
+        ({}, "neither gpufabric_profile nor"),
+    ],
+)
+def test_unknown_host_is_shown_as_unknown_with_a_warning(catalog, hostvars, warning):
+    plan = fabric_plan.plan_host(hostvars, catalog)
+    assert plan["profile"] == "unknown"
+    assert plan["roles"] == []
+    assert warning in plan["warnings"][0]
+    assert "apply skips this host" in plan["warnings"][0]
+
+
+def test_roles_not_written_yet_are_reported(catalog):
+    plan = fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog, roles_present={"nccl_env"})
+    assert "nccl_env" in plan["roles"]
+    assert "nccl_env" not in plan["roles_unavailable"]
+    assert "aws_efa" in plan["roles_unavailable"]
+    assert "not written yet" in plan["warnings"][0]
+
+
+def test_available_roles_reads_the_collection(repo):
+    assert "nccl_env" in fabric_plan.available_roles()
+    assert fabric_plan.ROLES_DIR == repo / "roles"
