@@ -25,7 +25,8 @@ app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric
 catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 
-stdout = Console(soft_wrap=True)
+# Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True, soft_wrap=True)
 
 CatalogOption = Annotated[

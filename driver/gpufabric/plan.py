@@ -33,8 +33,9 @@ def fleet_plan(inventory: str, tier: str | None, catalog_files: list[Path] | Non
 def render(plan: dict[str, Any], console: Console) -> None:
     """A table of hosts, then the environment once per (profile, tier)."""
     table = Table(title="gpufabric plan", show_lines=False)
-    for column in ("host", "profile", "fabric", "tier", "roles (* = not written yet)"):
-        table.add_column(column)
+    for column in ("host", "profile", "fabric", "tier"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("roles (* = not written yet)")
     shared_env: dict[tuple[str, str], dict[str, str]] = {}
     for name, host in plan["hosts"].items():
         roles = " ".join(f"{role}*" if role in host["roles_unavailable"] else role for role in host["roles"])
