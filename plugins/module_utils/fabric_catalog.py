@@ -246,8 +246,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         raise CatalogError(
             source,
             path,
-            f"profile name must be '<cloud>/<instance_type>', i.e. "
-            f"'{profile['cloud']}/{profile['instance_type']}'",
+            f"profile name must be '<cloud>/<instance_type>', i.e. '{profile['cloud']}/{profile['instance_type']}'",
         )
     for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
         where = f"{path}.bandwidth.thresholds[{index}]"

@@ -140,8 +140,15 @@ def site(repo, tmp_path, ansible_env):
         inventory.write_text(SITE_INVENTORY.format(python=sys.executable), encoding="utf-8")
         variables = f"nccl_env_conf_path={tmp_path}/nccl.conf nccl_env_script_path={tmp_path}/env.sh"
         return subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", str(inventory), str(repo / "playbooks/site.yml"), "-e", variables,
-             *extra],
+            [
+                str(BIN / "ansible-playbook"),
+                "-i",
+                str(inventory),
+                str(repo / "playbooks/site.yml"),
+                "-e",
+                variables,
+                *extra,
+            ],
             capture_output=True,
             text=True,
             env=ansible_env,

@@ -51,7 +51,7 @@ def test_plan_json_shape_for_the_sample_fleet(gpufabric):
     hosts = json.loads(result.stdout)["hosts"]
     assert len(hosts) >= 10
     for name, plan in hosts.items():
-        assert PLAN_KEYS <= set(plan), name
+        assert set(plan) >= PLAN_KEYS, name
         assert isinstance(plan["roles"], list)
         assert isinstance(plan["env"], dict)
     assert hosts["a3mega-0"]["profile"] == "gcp/a3-megagpu-8g"

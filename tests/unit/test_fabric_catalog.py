@@ -133,8 +133,16 @@ def test_override_files_from_env_splits_like_path(tmp_path):
 @pytest.mark.parametrize(
     ("text", "key", "reason"),
     [
-        ("profiles:\n  gcp/a3-megagpu-8g:\n    fabric: warp\n", "profiles.gcp/a3-megagpu-8g.fabric", "'warp' is not accepted; accepted: tcpx"),
-        ("profiles:\n  gcp/a3-megagpu-8g:\n    gpu: {count: eight}\n", "profiles.gcp/a3-megagpu-8g.gpu.count", "must be an integer >= 1"),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    fabric: warp\n",
+            "profiles.gcp/a3-megagpu-8g.fabric",
+            "'warp' is not accepted; accepted: tcpx",
+        ),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    gpu: {count: eight}\n",
+            "profiles.gcp/a3-megagpu-8g.gpu.count",
+            "must be an integer >= 1",
+        ),
         ("profiles:\n  gcp/a3-megagpu-8g:\n    colour: red\n", "profiles.gcp/a3-megagpu-8g.colour", "unknown key"),
         ("profiles:\n  gcp/new-8g:\n    cloud: gcp\n", "profiles.gcp/new-8g.instance_type", "missing required key"),
         (
@@ -147,7 +155,11 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "profiles.gcp/a3-megagpu-8g.tiers.best.roles",
             "item 1 ('warp_drive') 'warp_drive' is not accepted",
         ),
-        ("profiles:\n  gcp/a3-megagpu-8g:\n    instance_type: a3-mega\n", "profiles.gcp/a3-megagpu-8g", "profile name must be"),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    instance_type: a3-mega\n",
+            "profiles.gcp/a3-megagpu-8g",
+            "profile name must be",
+        ),
         ("profiles:\n  a3-mega: {}\n", "profiles.a3-mega", "'<cloud>/<instance-type>'"),
         ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
         ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),

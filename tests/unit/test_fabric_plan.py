@@ -85,4 +85,4 @@ def test_roles_not_written_yet_are_reported(catalog):
 
 def test_available_roles_reads_the_collection(repo):
     assert "nccl_env" in fabric_plan.available_roles()
-    assert fabric_plan.ROLES_DIR == repo / "roles"
+    assert repo / "roles" == fabric_plan.ROLES_DIR
