@@ -10,6 +10,7 @@ links it into a cache directory with that shape.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
@@ -40,7 +41,8 @@ def collections_path() -> Path:
     root = collection_root()
     if root.parts[-3:] == ("ansible_collections", NAMESPACE, NAME):
         return root.parents[2]
-    base = _cache_dir()
+    # One link directory per checkout, so two checkouts on one machine never swap each other's link.
+    base = _cache_dir() / hashlib.sha256(str(root).encode()).hexdigest()[:12]
     link = base / "ansible_collections" / NAMESPACE / NAME
     if not (link.is_symlink() and link.resolve() == root):
         link.parent.mkdir(parents=True, exist_ok=True)
