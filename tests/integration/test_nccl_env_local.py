@@ -172,3 +172,12 @@ def test_site_runs_available_roles_when_told(site, tmp_path):
     assert result.returncode == 0, result.stdout
     assert "NOT RUN on mega" in result.stdout
     assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"
+
+
+def test_site_applies_unknown_hosts_only_when_opted_in(site):
+    result = site(
+        "-e", "gpufabric_skip_unavailable_roles=true", "-e", "gpufabric_unknown_hosts_profile=gcp/a3-megagpu-8g"
+    )
+    assert result.returncode == 0, result.stdout
+    assert "SKIPPED stranger" not in result.stdout
+    assert "NOT RUN on stranger" in result.stdout
