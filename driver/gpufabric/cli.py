@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -60,11 +61,12 @@ def catalog_list(catalog: CatalogOption = None, as_json: JsonOption = False) -> 
     if as_json:
         _print_json({"profiles": rows})
         return
+    columns = ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s")
     table = Table(title="fabric catalog")
-    for column in ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s"):
+    for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[column]) for column in ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s")))
+        table.add_row(*(str(row[column]) for column in columns))
     stdout.print(table)
 
 
@@ -82,8 +84,6 @@ def catalog_show(
     if as_json:
         _print_json({"name": name, "source": loaded.origins[name], **profile})
         return
-    import yaml  # only for the human view
-
     stdout.print(f"[bold]{name}[/bold]  (from {loaded.origins[name]})", highlight=False)
     stdout.print(yaml.safe_dump(profile, sort_keys=False, width=120), markup=False, highlight=False)
 

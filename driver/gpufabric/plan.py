@@ -18,15 +18,19 @@ from gpufabric.inventory import host_vars
 def fleet_plan(inventory: str, tier: str | None, catalog_files: list[Path] | None) -> dict[str, Any]:
     """{"hosts": {name: plan}} for every host of the inventory, sorted by name."""
     planner = module_utils("fabric_plan")
+    if tier is not None:
+        try:
+            planner.check_tier(tier, "--tier")
+        except planner.PlanError as exc:
+            raise UserError(str(exc)) from None
     catalog = fabric_catalog.load(catalog_files)
     roles_present = planner.available_roles()
     hosts: dict[str, Any] = {}
-    try:
-        for name, variables in sorted(host_vars(inventory).items()):
+    for name, variables in sorted(host_vars(inventory).items()):
+        try:
             hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
-    except planner.PlanError as exc:
-        where = f"host {name}: " if tier is None else ""
-        raise UserError(f"{where}{exc}") from None
+        except planner.PlanError as exc:  # only a host's own gpufabric_tier can be wrong here
+            raise UserError(f"host {name}: {exc}") from None
     return {"hosts": hosts}
 
 
