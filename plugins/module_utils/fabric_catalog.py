@@ -138,6 +138,8 @@ def _env(allow_null: bool):
                 continue
             if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
                 return f"{name} must be a string (quote it); got {type(setting).__name__}"
+            if "\n" in str(setting):
+                return f"{name} must fit on one line"
         return None
 
     return check

@@ -121,6 +121,9 @@ def test_role_rejects_unknown_profile_and_tier(tmp_path, ansible_env):
     result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-megagpu-8g", tier="gold"))
     assert recap(result)["failed"] == 1
     assert "gold" in result.stdout and "best" in result.stdout
+    result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-megagpu-8g", extra="{NCCL_NVLS_ENABLE: true}"))
+    assert recap(result)["failed"] == 1
+    assert "nccl_env_extra must map variable names" in result.stdout
     assert not (tmp_path / "nccl.conf").exists()
 
 

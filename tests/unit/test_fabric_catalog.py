@@ -161,6 +161,11 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "profile name must be",
         ),
         ("profiles:\n  a3-mega: {}\n", "profiles.a3-mega", "'<cloud>/<instance-type>'"),
+        (
+            'profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_DEBUG: "WARN\\nINFO"}}}\n',
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "NCCL_DEBUG must fit on one line",
+        ),
         ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
         ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),
         ("profiles:\n  gcp/a3-megagpu-8g: {tiers: [\n", "line 3, column 1", "not valid YAML"),
