@@ -240,7 +240,11 @@ def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) ->
 
 
 def validate_profile(name: str, profile: Any, source: str) -> None:
-    """Raise CatalogError unless ``profile`` is a complete, consistent profile."""
+    """Raise CatalogError unless ``profile`` is complete and consistent.
+
+    Then normalise it in place: environment values become strings, as a
+    process environment holds them (YAML may have read ``4`` as a number).
+    """
     path = f"profiles.{name}"
     _check_mapping(profile, PROFILE_SCHEMA, path, source)
     cloud, _, instance_type = name.partition("/")
@@ -255,9 +259,10 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
         if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
             raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
-    for tier in TIERS:
-        env = profile["tiers"][tier]["env"]
-        profile["tiers"][tier]["env"] = {key: str(value) for key, value in env.items()}
+    for tier in profile["tiers"].values():
+        tier["env"] = {key: str(value) for key, value in tier["env"].items()}
+        if "k8s_env" in tier:
+            tier["k8s_env"] = {key: None if value is None else str(value) for key, value in tier["k8s_env"].items()}
 
 
 # ---------------------------------------------------------------------------
