@@ -184,3 +184,9 @@ def test_site_applies_unknown_hosts_only_when_opted_in(site):
     assert result.returncode == 0, result.stdout
     assert "SKIPPED stranger" not in result.stdout
     assert "NOT RUN on stranger" in result.stdout
+
+
+def test_site_rejects_an_opted_in_profile_that_does_not_exist(site):
+    result = site("-e", "gpufabric_unknown_hosts_profile=gcp/a9-hyper")
+    assert result.returncode != 0
+    assert "gpufabric_unknown_hosts_profile 'gcp/a9-hyper' is not in the fabric catalog" in result.stdout
