@@ -188,6 +188,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
                     "count": (_int_min(0), True),
                     "speed_gbit_s": (_positive_number, True),
                     "kind": (_choice(NIC_KINDS), True),
+                    "mtu": (_int_min(576), False),
                     "pci_ids": (_list_of(_pci_id), False),
                     "interfaces": (_list_of(_str), False),
                     "rdma_devices": (_list_of(_str), False),
