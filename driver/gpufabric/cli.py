@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gpufabric import __version__
 from gpufabric import catalog as fabric_catalog
+from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan, render
 
@@ -44,13 +45,19 @@ def _print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         stdout.print(__version__)
         raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True)
+    ] = False,
+) -> None:
+    """Configure and prove GPU cluster networks from one fabric catalog."""
 
 
 @catalog_app.command("list")
@@ -96,14 +103,24 @@ def plan(
         typer.Option(help="best or standard; default: host var gpufabric_tier, else best."),
     ] = None,
     catalog: CatalogOption = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Read each host's hardware over its Ansible connection and show where it differs from its "
+            "profile; exit 1 when a host is unreachable or has an error finding.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Show, per host, the profile, fabric, roles and environment that apply would use."""
-    result = fleet_plan(inventory, tier, catalog)
+    result = fleet_plan(inventory, tier, catalog, probe=probe)
     if as_json:
         _print_json(result)
-        return
-    render(result, stdout)
+    else:
+        render(result, stdout)
+    if probe and hardware_probe.has_problems(result):
+        raise typer.Exit(1)
 
 
 def main() -> None:

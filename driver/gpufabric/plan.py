@@ -10,13 +10,21 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufabric import catalog as fabric_catalog
+from gpufabric import probe as hardware_probe
 from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import host_vars
 
 
-def fleet_plan(inventory: str, tier: str | None, catalog_files: list[Path] | None) -> dict[str, Any]:
-    """{"hosts": {name: plan}} for every host of the inventory, sorted by name."""
+def fleet_plan(
+    inventory: str, tier: str | None, catalog_files: list[Path] | None, probe: bool = False
+) -> dict[str, Any]:
+    """{"hosts": {name: plan}} for every host of the inventory, sorted by name.
+
+    With ``probe``, each host's hardware is read and compared with its profile
+    (a "probe" section per host), and profile-less bare metal gets a profile
+    inferred from its hardware.
+    """
     planner = module_utils("fabric_plan")
     if tier is not None:
         try:
@@ -26,11 +34,16 @@ def fleet_plan(inventory: str, tier: str | None, catalog_files: list[Path] | Non
     catalog = fabric_catalog.load(catalog_files)
     roles_present = planner.available_roles()
     hosts: dict[str, Any] = {}
-    for name, variables in sorted(host_vars(inventory).items()):
+    inventory_vars = host_vars(inventory)
+    for name, variables in sorted(inventory_vars.items()):
         try:
             hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
         except planner.PlanError as exc:  # only a host's own gpufabric_tier can be wrong here
             raise UserError(f"host {name}: {exc}") from None
+    if probe:
+        answers = hardware_probe.gather(inventory)
+        for name, host in hosts.items():
+            hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
     return {"hosts": hosts}
 
 
@@ -40,11 +53,17 @@ def render(plan: dict[str, Any], console: Console) -> None:
     for column in ("host", "profile", "fabric", "tier"):
         table.add_column(column, no_wrap=True)
     table.add_column("roles (* = not written yet)")
+    probed = any("probe" in host for host in plan["hosts"].values())
+    if probed:
+        table.add_column("hardware")
     shared_env: dict[tuple[str, str], dict[str, str]] = {}
     for name, host in plan["hosts"].items():
         roles = " ".join(f"{role}*" if role in host["roles_unavailable"] else role for role in host["roles"])
         style = "yellow" if host["profile"] == "unknown" else None
-        table.add_row(name, host["profile"], host["fabric"], host["tier"], roles or "-", style=style)
+        row = [name, host["profile"], host["fabric"], host["tier"], roles or "-"]
+        if probed:
+            row.append(_probe_cell(host.get("probe")))
+        table.add_row(*row, style=style)
         if host["env"]:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
@@ -55,3 +74,39 @@ def render(plan: dict[str, Any], console: Console) -> None:
     for name, host in plan["hosts"].items():
         for warning in host["warnings"]:
             console.print(f"[yellow]warning[/yellow]: {name}: {warning}", highlight=False)
+        if (host.get("resolved_by") or "").startswith("inferred"):
+            console.print(f"{name}: profile {host['profile']} {host['resolved_by']}", highlight=False)
+    if probed:
+        _render_findings(plan, console)
+
+
+def _probe_cell(probe: dict[str, Any] | None) -> str:
+    if probe is None:
+        return "-"
+    if not probe["reachable"]:
+        return "unreachable"
+    counts = {severity: 0 for severity in ("error", "warning", "info")}
+    for finding in probe["findings"]:
+        counts[finding["severity"]] += 1
+    if not probe["findings"]:
+        return "matches profile"
+    return ", ".join(f"{count} {severity}" for severity, count in counts.items() if count)
+
+
+def _render_findings(plan: dict[str, Any], console: Console) -> None:
+    table = Table(title="hardware findings")
+    for column in ("host", "severity", "check", "finding"):
+        table.add_column(column, no_wrap=column != "finding")
+    colours = {"error": "red", "warning": "yellow", "info": "dim"}
+    for name, host in plan["hosts"].items():
+        probe = host.get("probe")
+        if probe and not probe["reachable"]:
+            table.add_row(name, "error", "reachable", probe["error"], style="red")
+        for finding in probe["findings"] if probe else []:
+            table.add_row(
+                name, finding["severity"], finding["check"], finding["message"], style=colours[finding["severity"]]
+            )
+    if table.row_count:
+        console.print(table)
+    else:
+        console.print("\nhardware findings: none; every probed host matches its profile")

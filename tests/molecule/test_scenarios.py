@@ -5,7 +5,8 @@
 each step is its own molecule command, its output streams to the terminal (so
 CI logs show containers being created, converged and destroyed), and the play
 recaps are read:
-- check on a fresh host: no failure, changes announced, and nothing written;
+- check on a fresh host: no failure, changes announced (none for read-only
+  scenarios), and nothing written;
 - converge, then molecule's idempotence step;
 - check on the converged host: zero changes (this is what drift detection relies on);
 - verify, then destroy, also when a step failed.
@@ -29,6 +30,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # What a check-mode pass on a fresh host must leave untouched: file -> content from prepare.yml.
 FRESH_FILES = {"nccl_env": {"/etc/nccl.conf": "NCCL_NET=gIB\n", "/etc/profile.d/gpufabric-nccl.sh": None}}
+# Scenarios that only read (facts modules): no step may ever report a change.
+READ_ONLY = {"fabric_facts"}
 
 
 def molecule(step: str, scenario: str, env: dict[str, str]) -> dict[str, dict[str, int]]:
@@ -72,7 +75,10 @@ def test_scenario(scenario: str, molecule_env: dict[str, str]) -> None:
         assert fresh, "check printed no recap"
         for host, counts in fresh.items():
             assert counts["failed"] == counts["unreachable"] == 0, f"{host}: check failed on a fresh host"
-            assert counts["changed"] > 0, f"{host}: check on a fresh host announced no change"
+            if scenario in READ_ONLY:
+                assert counts["changed"] == 0, f"{host}: a read-only scenario reported a change"
+            else:
+                assert counts["changed"] > 0, f"{host}: check on a fresh host announced no change"
             for path, content in FRESH_FILES.get(scenario, {}).items():
                 assert container_file(host, path, molecule_env) == content, f"{host}: check mode touched {path}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from gpufabric import __version__
 from unit.test_fabric_catalog import REQUIRED_PROFILES
 
 PLAN_KEYS = {"profile", "fabric", "tier", "roles", "env"}
@@ -113,3 +114,9 @@ def test_catalog_override_from_environment(gpufabric, tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text(":\n  - [", encoding="utf-8")
     assert_clean_error(gpufabric("plan", "-i", "inventories/sample", env={"GPUFABRIC_CATALOG": str(bad)}), str(bad))
+
+
+def test_version(gpufabric):
+    result = gpufabric("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == __version__

@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric plan --probe`: read each host's hardware and hold it against its profile.
+
+Facts come from the collection's `fabric_facts` module, run over the
+inventory's own connections (SSH, podman, local) by ansible-runner; the
+comparison is `plugins/module_utils/fabric_findings.py`, shared with the roles.
+A host var `gpufabric_hw_root` points the module at another root (a simulated
+tree in tests and the lab); it defaults to `/`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from gpufabric.collection import collections_path, module_utils
+
+FACTS_KEY = "gpufabric_hardware"
+
+
+def gather(inventory: str, forks: int = 20) -> dict[str, dict[str, Any]]:
+    """{host: {"facts": dict|None, "error": str|None}} for every host that answered or failed."""
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpufabric-probe-") as private_dir:
+        runner = ansible_runner.run(
+            private_data_dir=private_dir,
+            inventory=str(Path(inventory).resolve()) if Path(inventory).exists() else inventory,
+            host_pattern="all",
+            module="gpufabric.cluster.fabric_facts",
+            module_args="root={{ gpufabric_hw_root | default('/') }}",
+            forks=forks,
+            quiet=True,
+            envvars={
+                "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
+                # ansible-runner starts `ansible` from PATH: use the one beside this Python.
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                "ANSIBLE_HOST_KEY_CHECKING": "False",
+            },
+        )
+        for event in runner.events:
+            data = event.get("event_data", {})
+            host, result = data.get("host"), data.get("res", {})
+            if event.get("event") == "runner_on_ok":
+                results[host] = {"facts": result.get("ansible_facts", {}).get(FACTS_KEY), "error": None}
+            elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+                kind = "unreachable" if event["event"] == "runner_on_unreachable" else "failed"
+                results[host] = {"facts": None, "error": f"{kind}: {result.get('msg', 'no message')}"}
+    return results
+
+
+def probe_host(plan: dict[str, Any], hostvars: dict[str, Any], answer: dict[str, Any] | None, catalog: Any) -> None:
+    """Add a "probe" section to one host's plan; infer a profile for profile-less bare metal."""
+    findings_module = module_utils("fabric_findings")
+    if answer is None or answer["facts"] is None:
+        error = answer["error"] if answer else "no answer from the host"
+        plan["probe"] = {"reachable": False, "error": error, "findings": []}
+        return
+    facts = answer["facts"]
+    if plan["profile"] == "unknown" and not hostvars.get("gpufabric_profile"):
+        cloud = hostvars.get("gpufabric_cloud") or "baremetal"
+        name, reason = findings_module.infer_profile(facts, catalog, cloud=cloud)
+        if name is not None:
+            planner = module_utils("fabric_plan")
+            inferred = planner.plan_host({"gpufabric_profile": name}, catalog, tier=plan["tier"])
+            plan.update(inferred, resolved_by=reason)
+        else:
+            plan["warnings"].append(reason)
+    profile = catalog.get(plan["profile"])
+    plan["probe"] = {
+        "reachable": True,
+        "error": None,
+        "findings": findings_module.findings(facts, profile) if profile else [],
+        "summary": _summary(facts),
+    }
+
+
+def _summary(facts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "gpus": len(facts.get("gpus", [])),
+        "nvswitches": len(facts.get("nvswitches", [])),
+        "nics": len(facts.get("nics", [])),
+        "rdma_devices": len(facts.get("rdma_devices", [])),
+        "kernel": facts.get("host", {}).get("kernel"),
+    }
+
+
+def has_problems(plan: dict[str, Any]) -> bool:
+    """True when a probed host is unreachable or has an error finding."""
+    for host in plan["hosts"].values():
+        probe = host.get("probe")
+        if probe and (not probe["reachable"] or any(f["severity"] == "error" for f in probe["findings"])):
+            return True
+    return False

@@ -1,0 +1,401 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Write SIMULATED sysfs/procfs trees that look like a catalog profile's hardware.
+
+There is no GPU, NIC or RDMA device on the machines that build and test
+gpufabric, so the tests (and later a local lab) point ``hw_facts.gather`` at a
+tree written here instead of "/". Nothing in a production path may use it: the
+tree carries a ``SIMULATED`` file at its root to say so.
+
+The layout follows real Linux: devices live under ``sys/devices/pci<domain>:<bus>/``
+below their root port and PCIe switch, and ``sys/bus/pci/devices``,
+``sys/class/net`` and ``sys/class/infiniband`` link into that hierarchy. Every
+symlink is relative, so a tree can be moved or bind-mounted anywhere.
+
+How a profile becomes hardware:
+
+- GPUs sit two per PCIe switch; the first half of them on NUMA node 0, the rest on 1.
+- GPU-network NICs are dealt round-robin over those switches, so every GPU's switch has one.
+- NVSwitches and the management NIC each hang off their own root port (no switch).
+- ``nics.gpu.kind`` picks the device: gVNIC netdevs; ConnectX RDMA devices with a
+  RoCE or IPoIB netdev (virtual functions on GCP, as GCP passes them through);
+  EFA RDMA devices without a netdev; plain ConnectX netdevs for ``ethernet``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_GPU_ID = "10de:2330"
+NVSWITCH_ID = "10de:22a3"
+NVSWITCHES = 4
+GVNIC_ID = "1ae0:0042"
+CONNECTX_ID = "15b3:1021"  # ConnectX-7
+CONNECTX_VF_ID = "15b3:101e"  # ConnectX family virtual function
+CONNECTX_MANAGEMENT_ID = "15b3:101d"  # ConnectX-6 Dx
+EFA_ID = "1d0f:efa1"
+ENA_ID = "1d0f:ec20"
+VIRTIO_NET_ID = "1af4:1041"
+# Bridge ids are placeholders: gather() reads only the class of a bridge.
+ROOT_PORT_ID = "8086:0000"
+SWITCH_PORT_ID = "1000:c030"
+
+GPU_CLASS = "0x030200"
+NVSWITCH_CLASS = "0x068000"
+ETHERNET_CLASS = "0x020000"
+INFINIBAND_CLASS = "0x020700"
+BRIDGE_CLASS = "0x060400"
+
+RDMA_FABRICS = ("infiniband", "roce", "gpudirect_rdma")
+RDMA_NIC_KINDS = ("connectx_ib", "connectx_roce", "efa")
+IPOIB_MTU = 4092
+DEFAULT_MANAGEMENT_SPEED_GBIT_S = 100
+NVIDIA_DRIVER_VERSION = "570.133.20"
+MLX5_CORE_VERSION = "24.10-1.1.4"
+KERNEL = "6.1.0-28-amd64"
+OS_RELEASE = """PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
+NAME="Debian GNU/Linux"
+VERSION_ID="12"
+VERSION="12 (bookworm)"
+VERSION_CODENAME=bookworm
+ID=debian
+"""
+SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+
+@dataclass
+class Faults:
+    """Ways a simulated host departs from its profile. NIC indexes count GPU-network NICs from 0."""
+
+    gpus_missing: int = 0  # drop the last N GPUs
+    nics_missing: int = 0  # drop the last N GPU-network NICs (PCI function, netdev and RDMA device)
+    # This NIC's link is down: netdev operstate down, carrier 0, speed -1 (what drivers report
+    # when they do not know the speed); an RDMA port reads "1: DOWN" / "3: Disabled".
+    nic_down: int | None = None
+    ib_port_rate_gbit_s: tuple[int, int] | None = None  # (index, rate): that RDMA device's port 1 trained lower
+    mtu: tuple[int, int] | None = None  # (index, mtu): that GPU-network netdev's MTU
+    # Left out of proc/modules and sys/module (and proc/driver/nvidia for nvidia). Devices keep
+    # their driver links, so this models a missing add-on such as nvidia_peermem faithfully.
+    modules_missing: tuple[str, ...] = ()
+
+
+def management_interface(profile: dict[str, Any]) -> str:
+    """Name of the simulated management netdev."""
+    management = profile["nics"]["management"]
+    default = {"gvnic": "eth0", "ena": "ens5"}.get(management["kind"], "eno1")
+    return str(management.get("interface") or default)
+
+
+def rate_string(gbit_s: float, kind: str) -> str:
+    """The RDMA port ``rate`` file: EFA states the number only, ConnectX adds width and speed."""
+    number = f"{gbit_s:g}"
+    if kind == "efa":
+        return f"{number} Gb/sec"
+    generation = {400: "4X NDR", 200: "4X HDR", 100: "4X EDR"}.get(int(gbit_s)) if gbit_s == int(gbit_s) else None
+    return f"{number} Gb/sec ({generation})" if generation else f"{number} Gb/sec"
+
+
+# ---------------------------------------------------------------------------
+# Writing the tree
+# ---------------------------------------------------------------------------
+
+
+class _Tree:
+    """Files, relative symlinks and PCI functions below a root; paths are relative to it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.next_bus = 0x10
+        self.macs = 0
+        self.guids = 0
+
+    def file(self, path: str, content: str | bytes) -> None:
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+
+    def link(self, path: str, target: str) -> None:
+        link = self.root / path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        (self.root / target).mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(self.root / target, link.parent))
+
+    def buses(self, count: int) -> int:
+        """Reserve ``count`` consecutive bus numbers of domain 0000."""
+        first, self.next_bus = self.next_bus, self.next_bus + count
+        if self.next_bus > 0x100:
+            raise ValueError("the profile has more devices than one simulated PCI domain holds")
+        return first
+
+    def pci_function(
+        self,
+        parent: str,
+        address: str,
+        pci_id: str,
+        pci_class: str,
+        numa_node: int,
+        driver: str | None,
+        extra: dict[str, str] | None = None,
+    ) -> str:
+        path = f"{parent}/{address}"
+        vendor, device = pci_id.split(":")
+        self.file(f"{path}/vendor", f"0x{vendor}\n")
+        self.file(f"{path}/device", f"0x{device}\n")
+        self.file(f"{path}/class", f"{pci_class}\n")
+        self.file(f"{path}/numa_node", f"{numa_node}\n")
+        for name, value in (extra or {}).items():
+            self.file(f"{path}/{name}", f"{value}\n")
+        if driver:
+            self.link(f"{path}/driver", f"sys/bus/pci/drivers/{driver}")
+        self.link(f"sys/bus/pci/devices/{address}", path)
+        return path
+
+    def root_port(self, numa_node: int) -> tuple[str, int]:
+        """A root port with nothing else between it and the device: (parent dir, device bus)."""
+        bus = self.buses(2)
+        port = self.pci_function(
+            f"sys/devices/pci0000:{bus:02x}", f"0000:{bus:02x}:01.0", ROOT_PORT_ID, BRIDGE_CLASS, numa_node, "pcieport"
+        )
+        return port, bus + 1
+
+    def pcie_switch(self, numa_node: int, slots: int) -> list[tuple[str, int]]:
+        """Root port, switch upstream port, ``slots`` downstream ports: (parent dir, bus) per slot."""
+        if slots > 32:
+            raise ValueError("a simulated PCIe switch has at most 32 downstream ports")
+        bus = self.buses(3 + slots)
+        port = self.pci_function(
+            f"sys/devices/pci0000:{bus:02x}", f"0000:{bus:02x}:01.0", ROOT_PORT_ID, BRIDGE_CLASS, numa_node, "pcieport"
+        )
+        upstream = self.pci_function(
+            port, f"0000:{bus + 1:02x}:00.0", SWITCH_PORT_ID, BRIDGE_CLASS, numa_node, "pcieport"
+        )
+        downstream = [
+            self.pci_function(
+                upstream, f"0000:{bus + 2:02x}:{slot:02x}.0", SWITCH_PORT_ID, BRIDGE_CLASS, numa_node, "pcieport"
+            )
+            for slot in range(slots)
+        ]
+        return [(parent, bus + 3 + slot) for slot, parent in enumerate(downstream)]
+
+    def netdev(self, device: str, name: str, mtu: int, speed_mbps: int, up: bool, infiniband: bool = False) -> None:
+        path = f"{device}/net/{name}"
+        self.macs += 1
+        self.file(f"{path}/address", f"02:00:00:00:{self.macs >> 8:02x}:{self.macs & 0xFF:02x}\n")
+        self.file(f"{path}/type", "32\n" if infiniband else "1\n")
+        self.file(f"{path}/mtu", f"{mtu}\n")
+        self.file(f"{path}/speed", f"{speed_mbps if up else -1}\n")
+        self.file(f"{path}/operstate", "up\n" if up else "down\n")
+        self.file(f"{path}/carrier", "1\n" if up else "0\n")
+        self.link(f"{path}/device", device)
+        self.link(f"sys/class/net/{name}", path)
+
+    def rdma_device(self, device: str, name: str, link_layer: str, rate: str, up: bool, netdev: str | None) -> None:
+        path = f"{device}/infiniband/{name}"
+        port = f"{path}/ports/1"
+        self.file(f"{path}/node_type", "1: CA\n")
+        self.file(f"{port}/state", "4: ACTIVE\n" if up else "1: DOWN\n")
+        self.file(f"{port}/phys_state", "5: LinkUp\n" if up else "3: Disabled\n")
+        self.file(f"{port}/rate", f"{rate}\n")
+        self.file(f"{port}/link_layer", f"{link_layer}\n")
+        # A GID table of fixed size; unused entries read as zeros. RoCE has a v1 and a v2 GID
+        # per address, each naming its netdev (InfiniBand GIDs have none: the file reads EINVAL).
+        self.guids += 1
+        valid = 2 if link_layer == "Ethernet" else 1
+        for index in range(8):
+            gid = f"fe80:0000:0000:0000:0200:00ff:fe00:{self.guids:04x}" if index < valid else "0000:" * 7 + "0000"
+            self.file(f"{port}/gids/{index}", f"{gid}\n")
+            if netdev and index < valid:
+                self.file(f"{port}/gid_attrs/ndevs/{index}", f"{netdev}\n")
+        self.link(f"{path}/device", device)
+        self.link(f"sys/class/infiniband/{name}", path)
+
+
+# ---------------------------------------------------------------------------
+# The profile's devices
+# ---------------------------------------------------------------------------
+
+
+def _gpu_nic(
+    tree: _Tree, profile: dict[str, Any], index: int, slot: tuple[str, int], numa: int, faults: Faults
+) -> None:
+    """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says."""
+    spec = profile["nics"]["gpu"]
+    kind, cloud = spec["kind"], profile["cloud"]
+    parent, bus = slot
+    address = f"0000:{bus:02x}:00.0"
+    pci_id = (spec.get("pci_ids") or [None])[0]
+    interfaces, rdma_names = spec.get("interfaces") or [], spec.get("rdma_devices") or []
+    up = faults.nic_down != index
+    speed_mbps = round(spec["speed_gbit_s"] * 1000)
+    rate_gbit_s = spec["speed_gbit_s"]
+    if faults.ib_port_rate_gbit_s and faults.ib_port_rate_gbit_s[0] == index:
+        rate_gbit_s = faults.ib_port_rate_gbit_s[1]
+    mtu_override = faults.mtu[1] if faults.mtu and faults.mtu[0] == index else None
+
+    def name(names: list[str], default: str) -> str:
+        return str(names[index]) if index < len(names) else default
+
+    if kind == "gvnic":
+        device = tree.pci_function(parent, address, pci_id or GVNIC_ID, ETHERNET_CLASS, numa, "gve")
+        mtu = mtu_override or spec.get("mtu", 1500)
+        tree.netdev(device, name(interfaces, f"eth{index + 1}"), mtu, speed_mbps, up)
+    elif kind == "efa":
+        device = tree.pci_function(parent, address, pci_id or EFA_ID, ETHERNET_CLASS, numa, "efa")
+        rate = rate_string(rate_gbit_s, "efa")
+        tree.rdma_device(device, f"rdmap{bus}s0", "Unspecified", rate, up, netdev=None)
+    elif kind == "ethernet":
+        device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core")
+        mtu = mtu_override or spec.get("mtu", 1500)
+        tree.netdev(device, name(interfaces, f"enp{bus}s0np0"), mtu, speed_mbps, up)
+    else:  # connectx_ib, connectx_roce
+        infiniband = kind == "connectx_ib"
+        pci_class = INFINIBAND_CLASS if infiniband else ETHERNET_CLASS
+        if cloud == "gcp":
+            # GCP passes a virtual function through; its physical function sits next to it.
+            physical = tree.pci_function(
+                parent, address, CONNECTX_ID, pci_class, numa, "mlx5_core", {"sriov_totalvfs": "1", "sriov_numvfs": "1"}
+            )
+            device = tree.pci_function(
+                parent, f"0000:{bus:02x}:00.1", pci_id or CONNECTX_VF_ID, pci_class, numa, "mlx5_core"
+            )
+            tree.link(f"{device}/physfn", physical)
+            tree.link(f"{physical}/virtfn0", device)
+            netdev = name(interfaces, f"enp{bus}s0f1")
+        else:
+            device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, pci_class, numa, "mlx5_core")
+            netdev = name(interfaces, f"ibp{bus}s0" if infiniband else f"enp{bus}s0np0")
+        mtu = mtu_override or spec.get("mtu", IPOIB_MTU if infiniband else 1500)
+        tree.netdev(device, netdev, mtu, speed_mbps, up, infiniband=infiniband)
+        link_layer = "InfiniBand" if infiniband else "Ethernet"
+        rate = rate_string(rate_gbit_s, "connectx")
+        tree.rdma_device(
+            device, name(rdma_names, f"mlx5_{index}"), link_layer, rate, up, None if infiniband else netdev
+        )
+
+
+def _management_nic(tree: _Tree, profile: dict[str, Any]) -> None:
+    management = profile["nics"]["management"]
+    kind, name = management["kind"], management_interface(profile)
+    speed_mbps = round(management.get("speed_gbit_s", DEFAULT_MANAGEMENT_SPEED_GBIT_S) * 1000)
+    parent, bus = tree.root_port(numa_node=0)
+    address = f"0000:{bus:02x}:00.0"
+    if kind == "gvnic":
+        device = tree.pci_function(parent, address, GVNIC_ID, ETHERNET_CLASS, 0, "gve")
+        tree.netdev(device, name, 1500, speed_mbps, up=True)
+    elif kind == "ena":
+        device = tree.pci_function(parent, address, ENA_ID, ETHERNET_CLASS, 0, "ena")
+        tree.netdev(device, name, 1500, speed_mbps, up=True)
+    elif profile["cloud"] == "azure":
+        # Accelerated networking: a ConnectX function with its own Ethernet RDMA device, not part of the fabric.
+        device = tree.pci_function(parent, address, CONNECTX_MANAGEMENT_ID, ETHERNET_CLASS, 0, "mlx5_core")
+        tree.netdev(device, name, 1500, speed_mbps, up=True)
+        tree.rdma_device(device, "mlx5_an0", "Ethernet", rate_string(speed_mbps / 1000, "connectx"), True, name)
+    else:
+        # virtio-net: the netdev hangs below a virtio device inside the PCI function, as on real hosts.
+        device = tree.pci_function(parent, address, VIRTIO_NET_ID, ETHERNET_CLASS, 0, "virtio-pci")
+        virtio = f"{device}/virtio0"
+        tree.link(f"{virtio}/driver", "sys/bus/virtio/drivers/virtio_net")
+        tree.netdev(virtio, name, 1500, speed_mbps, up=True)
+
+
+def loaded_modules(profile: dict[str, Any], faults: Faults) -> list[str]:
+    """Kernel modules the simulated host has loaded."""
+    modules = ["nvidia", "nvidia_uvm", "nvidia_modeset"]
+    if profile["cloud"] == "gcp":
+        modules.append("gve")
+    if profile["cloud"] == "aws":
+        modules.append("ena")
+    if profile["fabric"] in RDMA_FABRICS:
+        modules += ["mlx5_core", "mlx5_ib", "ib_core", "ib_umad", "nvidia_peermem"]
+    elif profile["nics"]["gpu"]["kind"] == "ethernet":
+        modules.append("mlx5_core")
+    if profile["fabric"] == "efa":
+        modules += ["efa", "ib_core"]
+    if profile["nics"]["management"]["kind"] not in ("gvnic", "ena") and profile["cloud"] != "azure":
+        modules.append("virtio_net")
+    return [module for module in dict.fromkeys(modules) if module not in faults.modules_missing]
+
+
+def _host(tree: _Tree, modules: list[str]) -> None:
+    tree.file("proc/sys/kernel/osrelease", f"{KERNEL}\n")
+    tree.file("etc/os-release", OS_RELEASE)
+    tree.file(SECURE_BOOT_VAR, bytes([0x06, 0, 0, 0, 0]))  # attributes, then 0: Secure Boot off
+    tree.file("proc/modules", "".join(f"{module} 65536 0 - Live 0x0000000000000000\n" for module in modules))
+    for module in modules:
+        tree.file(f"sys/module/{module}/initstate", "live\n")
+    if "nvidia" in modules:
+        tree.file(
+            "proc/driver/nvidia/version",
+            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {NVIDIA_DRIVER_VERSION}  Fri Mar 14 00:00:00 UTC 2025\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
+        )
+        tree.file("sys/module/nvidia/version", f"{NVIDIA_DRIVER_VERSION}\n")
+    if "mlx5_core" in modules:
+        tree.file("sys/module/mlx5_core/version", f"{MLX5_CORE_VERSION}\n")
+
+
+def _check_faults(profile: dict[str, Any], faults: Faults) -> None:
+    """Refuse a fault that names a NIC the profile does not have or a property it lacks."""
+    count, kind = profile["nics"]["gpu"]["count"], profile["nics"]["gpu"]["kind"]
+    if faults.gpus_missing < 0 or faults.nics_missing < 0:
+        raise ValueError("gpus_missing and nics_missing must be >= 0")
+    for field, index in (
+        ("nic_down", faults.nic_down),
+        ("ib_port_rate_gbit_s", faults.ib_port_rate_gbit_s and faults.ib_port_rate_gbit_s[0]),
+        ("mtu", faults.mtu and faults.mtu[0]),
+    ):
+        if index is not None and not 0 <= index < count:
+            raise ValueError(f"Faults.{field}: NIC index {index} is out of range; the profile has {count} GPU NICs")
+    if faults.ib_port_rate_gbit_s and kind not in RDMA_NIC_KINDS:
+        raise ValueError(f"Faults.ib_port_rate_gbit_s: {kind} NICs have no RDMA port")
+    if faults.mtu and kind == "efa":
+        raise ValueError("Faults.mtu: EFA devices have no netdev")
+
+
+def write_tree(profile: dict[str, Any], root: Path, faults: Faults | None = None) -> Path:
+    """Write the simulated tree for one validated catalog profile into ``root`` (absent or empty)."""
+    faults = faults or Faults()
+    _check_faults(profile, faults)
+    root = Path(root)
+    if root.exists() and any(root.iterdir()):
+        raise FileExistsError(f"{root} is not empty")
+    root.mkdir(parents=True, exist_ok=True)
+    tree = _Tree(root)
+    name = f"{profile['cloud']}/{profile['instance_type']}"
+    changed = {key: value for key, value in dataclasses.asdict(faults).items() if value != getattr(Faults(), key)}
+    tree.file(
+        "SIMULATED",
+        f"Simulated hardware for profile {name}, written by gpufabric.simulated_hw; not a real host.\n"
+        + (f"Faults: {changed}\n" if changed else ""),
+    )
+    _host(tree, loaded_modules(profile, faults))
+    _management_nic(tree, profile)
+
+    gpu_count, nic_count = profile["gpu"]["count"], profile["nics"]["gpu"]["count"]
+    gpu_id = profile["gpu"].get("pci_id", DEFAULT_GPU_ID)
+    switches = math.ceil(gpu_count / 2)
+    for switch in range(switches):
+        gpus = [gpu for gpu in range(gpu_count) if gpu // 2 == switch]
+        nics = [nic for nic in range(nic_count) if nic % switches == switch]
+        numa = 0 if gpus[0] < math.ceil(gpu_count / 2) else 1
+        slots = tree.pcie_switch(numa, len(gpus) + len(nics))
+        # Missing devices still take their slot, so the others keep their addresses.
+        for gpu, (parent, bus) in zip(gpus, slots, strict=False):
+            if gpu < gpu_count - faults.gpus_missing:
+                tree.pci_function(parent, f"0000:{bus:02x}:00.0", gpu_id, GPU_CLASS, numa, "nvidia")
+        for nic, slot in zip(nics, slots[len(gpus) :], strict=True):
+            if nic < nic_count - faults.nics_missing:
+                _gpu_nic(tree, profile, nic, slot, numa, faults)
+
+    if profile["gpu"]["nvswitch"]:
+        for _ in range(NVSWITCHES):
+            parent, bus = tree.root_port(numa_node=0)
+            tree.pci_function(parent, f"0000:{bus:02x}:00.0", NVSWITCH_ID, NVSWITCH_CLASS, 0, "nvidia")
+    return root

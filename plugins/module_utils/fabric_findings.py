@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Compare a host's hardware facts (hw_facts.gather) with its catalog profile.
+
+Each finding is {"severity", "check", "subject", "message"}: severity
+``error`` means the fabric cannot reach the profile's bandwidth as it stands
+(a GPU or NIC missing, a link down or slow); ``warning`` means something the
+roles are expected to fix or that may be legitimate (a kernel module not
+loaded yet, a GPU without a NIC on its PCIe switch); ``info`` means a
+sysfs entry that could not be read. Messages name the device, so an
+operator knows where to look.
+
+Also infers the best-matching bare-metal profile for a host that has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Kernel modules a fabric needs on the host, in the order an operator would check them.
+REQUIRED_MODULES = {
+    "tcpx": ("nvidia", "gve"),
+    "tcpxo": ("nvidia", "gve"),
+    "gpudirect_rdma": ("nvidia", "gve", "ib_core", "mlx5_ib"),
+    "infiniband": ("nvidia", "ib_core", "mlx5_ib", "nvidia_peermem"),
+    "roce": ("nvidia", "ib_core", "mlx5_ib", "nvidia_peermem"),
+    "efa": ("nvidia", "ib_core", "efa"),
+    "none": ("nvidia",),
+}
+
+
+def _finding(severity: str, check: str, subject: str, message: str) -> dict[str, str]:
+    return {"severity": severity, "check": check, "subject": subject, "message": message}
+
+
+def _gbit(value: float) -> str:
+    return f"{value:g} Gb/s"
+
+
+# ---------------------------------------------------------------------------
+# Which devices are the GPU network
+# ---------------------------------------------------------------------------
+
+
+def _port_link_layer(device: dict[str, Any]) -> str | None:
+    ports = device.get("ports") or []
+    return ports[0].get("link_layer") if ports else None
+
+
+def gpu_network(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """The devices that make up the profile's GPU network, as found on the host.
+
+    Each item: {"name", "netdev" (a nics entry or None), "rdma" (an rdma_devices entry or None)}.
+    gVNIC fabrics are netdevs; ConnectX and EFA fabrics are RDMA devices (EFA has no netdev).
+    """
+    kind = profile["nics"]["gpu"]["kind"]
+    management = profile["nics"]["management"].get("interface")
+    netdevs = {nic["name"]: nic for nic in facts.get("nics", [])}
+    if kind in ("gvnic", "ethernet"):
+        wanted = "gvnic" if kind == "gvnic" else None
+        return [
+            {"name": nic["name"], "netdev": nic, "rdma": None}
+            for nic in facts.get("nics", [])
+            if nic["name"] != management and (wanted is None or nic.get("kind") == wanted)
+        ]
+    if kind == "efa":
+        selected = [dev for dev in facts.get("rdma_devices", []) if dev.get("kind") == "efa"]
+    else:
+        layer = "InfiniBand" if kind == "connectx_ib" else "Ethernet"
+        names = profile["nics"]["gpu"].get("rdma_devices")
+        selected = [
+            dev
+            for dev in facts.get("rdma_devices", [])
+            if dev.get("kind") == "connectx" and _port_link_layer(dev) == layer and (not names or dev["name"] in names)
+        ]
+    return [{"name": dev["name"], "netdev": netdevs.get(dev.get("netdev") or ""), "rdma": dev} for dev in selected]
+
+
+# ---------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------
+
+
+def _check_gpus(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    expected = profile["gpu"]
+    gpus = facts.get("gpus", [])
+    out = []
+    if len(gpus) < expected["count"]:
+        out.append(
+            _finding(
+                "error",
+                "gpu_count",
+                "gpus",
+                f"found {len(gpus)} of {expected['count']} GPUs ({expected['model']})",
+            )
+        )
+    want_id = expected.get("pci_id")
+    for gpu in gpus:
+        if want_id and gpu.get("pci_id") and gpu["pci_id"] != want_id:
+            out.append(
+                _finding(
+                    "error",
+                    "gpu_model",
+                    gpu["pci_address"],
+                    f"GPU {gpu['pci_address']} is {gpu['pci_id']} ({gpu.get('model')}); "
+                    f"the profile expects {want_id} ({expected['model']})",
+                )
+            )
+    if expected["nvswitch"] and not facts.get("nvswitches"):
+        out.append(_finding("error", "nvswitch", "nvswitches", "no NVSwitch found; the profile has NVSwitch"))
+    return out
+
+
+def _check_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    spec = profile["nics"]["gpu"]
+    found = gpu_network(facts, profile)
+    out = []
+    if len(found) < spec["count"]:
+        expected_names = spec.get("rdma_devices") or spec.get("interfaces") or []
+        seen = {item["name"] for item in found} | {item["netdev"]["name"] for item in found if item["netdev"]}
+        missing = [name for name in expected_names if name not in seen]
+        detail = f"; missing: {', '.join(missing)}" if missing else ""
+        out.append(
+            _finding(
+                "error",
+                "nic_count",
+                "gpu_network",
+                f"found {len(found)} of {spec['count']} GPU-network NICs ({spec['kind']}){detail}",
+            )
+        )
+    for item in found:
+        out += _check_link(item, spec)
+    return out
+
+
+def _check_link(item: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, str]]:
+    """Link state and rate: from the RDMA port where there is one (it is what NCCL uses), else the netdev."""
+    out = []
+    netdev, rdma = item["netdev"], item["rdma"]
+    want_gbit = spec["speed_gbit_s"]
+    if rdma is not None:
+        for port in rdma.get("ports", []):
+            where = f"{rdma['name']} port {port['port']}"
+            if port.get("state") != "ACTIVE":
+                message = f"{where} is {port.get('state')} ({port.get('phys_state')}); expected ACTIVE"
+                out.append(_finding("error", "link_down", rdma["name"], message))
+            elif port.get("rate_gbit_s") is not None and port["rate_gbit_s"] < want_gbit:
+                message = f"{where} runs at {_gbit(port['rate_gbit_s'])}; the profile expects {_gbit(want_gbit)}"
+                out.append(_finding("error", "link_rate", rdma["name"], message))
+    elif netdev is not None:
+        name = netdev["name"]
+        if netdev.get("operstate") not in (None, "up"):
+            message = f"GPU-network NIC {name} is {netdev['operstate']} (operstate)"
+            out.append(_finding("error", "link_down", name, message))
+        elif netdev.get("speed_mbps") is not None and netdev["speed_mbps"] < want_gbit * 1000:
+            message = f"{name} links at {_gbit(netdev['speed_mbps'] / 1000)}; the profile expects {_gbit(want_gbit)}"
+            out.append(_finding("error", "link_rate", name, message))
+    if netdev is not None and spec.get("mtu") and netdev.get("mtu") is not None and netdev["mtu"] < spec["mtu"]:
+        message = f"{netdev['name']} MTU {netdev['mtu']} is below the profile's {spec['mtu']}"
+        out.append(_finding("error", "mtu", netdev["name"], message))
+    return out
+
+
+def _check_affinity(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    network = set()
+    for item in gpu_network(facts, profile):
+        network.add(item["name"])
+        if item["netdev"]:
+            network.add(item["netdev"]["name"])
+    if not network:
+        return []  # nic_count already says so
+    out = []
+    for entry in facts.get("affinity", []):
+        if not network.intersection(entry.get("same_switch", [])):
+            local = sorted(network.intersection(entry.get("same_numa", [])))
+            fallback = f"; NUMA-local: {', '.join(local)}" if local else "; none on its NUMA node either"
+            out.append(
+                _finding(
+                    "warning",
+                    "gpu_nic_affinity",
+                    entry["gpu"],
+                    f"GPU {entry['gpu']} has no GPU-network NIC on its PCIe switch{fallback}",
+                )
+            )
+    return out
+
+
+def _check_modules(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    loaded = facts.get("host", {}).get("modules", {})
+    return [
+        _finding(
+            "warning",
+            "module",
+            module,
+            f"kernel module {module} is not loaded ({profile['fabric']} needs it)",
+        )
+        for module in REQUIRED_MODULES[profile["fabric"]]
+        if not loaded.get(module)
+    ]
+
+
+def findings(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    """Every way the host differs from its profile; an empty list means it matches."""
+    out = _check_gpus(facts, profile) + _check_nics(facts, profile)
+    out += _check_affinity(facts, profile) + _check_modules(facts, profile)
+    out += [
+        _finding("info", "unreadable", entry["path"], f"could not read {entry['path']}: {entry['reason']}")
+        for entry in facts.get("unreadable", [])
+    ]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Inference for hosts without a profile
+# ---------------------------------------------------------------------------
+
+
+def _fabric_summary(facts: dict[str, Any]) -> str:
+    gpus = facts.get("gpus", [])
+    ids = sorted({gpu.get("pci_id") or "?" for gpu in gpus})
+    rdma = facts.get("rdma_devices", [])
+    layers = sorted({_port_link_layer(dev) or "?" for dev in rdma})
+    return f"{len(gpus)} GPUs ({', '.join(ids) or 'none'}), {len(rdma)} RDMA devices ({', '.join(layers) or 'none'})"
+
+
+def infer_profile(facts: dict[str, Any], catalog: Any, cloud: str = "baremetal") -> tuple[str | None, str]:
+    """The catalog profile of ``cloud`` whose hardware the facts match, with the reason.
+
+    A candidate must match GPU count and id (or model family) and have its
+    whole GPU network present; among those, fewer findings wins.
+    """
+    matches = []
+    for name in catalog.names():
+        profile = catalog.get(name)
+        if profile["cloud"] != cloud:
+            continue
+        gpus = facts.get("gpus", [])
+        want_id = profile["gpu"].get("pci_id")
+        if len(gpus) != profile["gpu"]["count"]:
+            continue
+        if want_id and any(gpu.get("pci_id") != want_id for gpu in gpus):
+            continue
+        if len(gpu_network(facts, profile)) < profile["nics"]["gpu"]["count"]:
+            continue
+        errors = [f for f in findings(facts, profile) if f["severity"] == "error"]
+        matches.append((len(errors), name, profile))
+    if not matches:
+        return None, f"no {cloud} profile matches this hardware: {_fabric_summary(facts)}"
+    errors, name, profile = min(matches, key=lambda match: (match[0], match[1]))
+    spec = profile["nics"]["gpu"]
+    reason = (
+        f"inferred from hardware: {profile['gpu']['count']}x {profile['gpu']['model']} and "
+        f"{spec['count']}x {spec['kind']} at {_gbit(spec['speed_gbit_s'])}"
+    )
+    if errors:
+        reason += f" (closest match, {errors} error finding(s))"
+    return name, reason

@@ -1,0 +1,177 @@
+#!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fabric_facts
+author: gpufabric developers
+version_added: "0.2.0"
+short_description: Read a host's GPUs, NICs and RDMA devices from sysfs and procfs
+description:
+  - Reads the GPUs, NVSwitches, network interfaces and RDMA devices of a host from C(/sys) and C(/proc),
+    with their PCI ids, drivers, NUMA nodes, PCIe switches, link states, speeds and MTUs.
+  - Reports which NICs and RDMA devices share a PCIe switch or a NUMA node with each GPU, the loaded
+    kernel modules that matter to GPU networking, and the NVIDIA and mlx5 driver versions.
+  - Only reads; it never changes the host. A value it cannot read is null and listed in C(unreadable)
+    with the reason, instead of failing the task.
+  - Loopback and virtual network interfaces (bridges, veth, tunnels) are left out.
+options:
+  root:
+    description:
+      - Directory that holds the C(sys), C(proc) and C(etc) trees to read.
+      - Use it for a host's root mounted elsewhere, for example inside a container.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Read the GPU and network hardware
+  gpufabric.cluster.fabric_facts:
+
+- name: Read the host's hardware from inside a container that mounts it at /host
+  gpufabric.cluster.fabric_facts:
+    root: /host
+
+- name: Every GPU-network InfiniBand port is up
+  ansible.builtin.assert:
+    that: item.ports[0].state == 'ACTIVE'
+  loop: "{{ ansible_facts.gpufabric_hardware.rdma_devices }}"
+  loop_control:
+    label: "{{ item.name }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    gpufabric_hardware:
+      description: The hardware found under O(root).
+      returned: always
+      type: dict
+      contains:
+        root:
+          description: The O(root) read.
+          type: str
+          sample: /
+        gpus:
+          description:
+            - NVIDIA GPUs (PCI class 3D or VGA controller), sorted by PCI address.
+            - Each has C(pci_address), C(pci_id), C(model) (C(H100), C(H200), C(B200), C(A100) or C(unknown)),
+              C(numa_node), C(driver) and C(pcie_switch) (PCI address of the upstream port of the PCIe switch the
+              GPU sits behind; null when it hangs off a root port).
+          type: list
+          elements: dict
+          sample:
+            - pci_address: "0000:19:00.0"
+              pci_id: "10de:2330"
+              model: H100
+              numa_node: 0
+              driver: nvidia
+              pcie_switch: "0000:17:00.0"
+        nvswitches:
+          description: NVSwitches, sorted by PCI address, each with C(pci_address) and C(pci_id).
+          type: list
+          elements: dict
+        nics:
+          description:
+            - Hardware network interfaces (those with a C(device) link), sorted by name.
+            - Each has C(name), C(pci_address), C(pci_id), C(driver), C(kind) (C(gvnic), C(connectx), C(efa),
+              C(ena), C(virtio), C(mana) or C(unknown)), C(mtu), C(speed_mbps), C(operstate) (as the kernel reports
+              it, usually C(up) or C(down)), C(numa_node), C(pcie_switch), C(sriov_totalvfs), C(sriov_numvfs) and
+              C(is_virtual_function).
+            - C(speed_mbps) is null when the link is down or the driver does not know its speed.
+          type: list
+          elements: dict
+          sample:
+            - name: eth1
+              pci_address: "0000:1a:00.0"
+              pci_id: "1ae0:0042"
+              driver: gve
+              kind: gvnic
+              mtu: 8244
+              speed_mbps: 200000
+              operstate: up
+              numa_node: 0
+              pcie_switch: "0000:17:00.0"
+              sriov_totalvfs: null
+              sriov_numvfs: null
+              is_virtual_function: false
+        rdma_devices:
+          description:
+            - RDMA devices from C(/sys/class/infiniband), sorted by name.
+            - Each has C(name), C(pci_address), C(pci_id), C(driver), C(kind) (as for C(nics)), C(netdev) (the
+              RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch) and C(ports).
+            - Each port has C(port), C(state) (C(ACTIVE), C(DOWN), ...), C(phys_state) (C(LinkUp), C(Disabled), ...),
+              C(rate) (as the kernel prints it), C(rate_gbit_s), C(link_layer) (C(InfiniBand), C(Ethernet), or
+              C(Unspecified) on EFA) and C(gid_count) (GID table entries in use).
+          type: list
+          elements: dict
+          sample:
+            - name: mlx5_0
+              pci_address: "0000:1a:00.0"
+              pci_id: "15b3:1021"
+              driver: mlx5_core
+              kind: connectx
+              netdev: ibp26s0
+              numa_node: 0
+              pcie_switch: "0000:17:00.0"
+              ports:
+                - port: 1
+                  state: ACTIVE
+                  phys_state: LinkUp
+                  rate: 400 Gb/sec (4X NDR)
+                  rate_gbit_s: 400.0
+                  link_layer: InfiniBand
+                  gid_count: 1
+        affinity:
+          description:
+            - Per GPU (C(gpu), its PCI address), the names of the NICs and RDMA devices on its PCIe switch
+              (C(same_switch)) and on its NUMA node (C(same_numa)).
+          type: list
+          elements: dict
+          sample:
+            - gpu: "0000:19:00.0"
+              same_switch: [ibp26s0, mlx5_0]
+              same_numa: [ibp26s0, ibp27s0, mlx5_0, mlx5_1]
+        host:
+          description:
+            - C(kernel) (release), C(os) (C(id), C(version_id), C(pretty_name) from os-release; empty when absent),
+              C(secure_boot) (true, false, or null without EFI), C(modules) (whether each of C(nvidia),
+              C(nvidia_peermem), C(nvidia_uvm), C(ib_core), C(mlx5_core), C(mlx5_ib), C(ib_umad), C(efa) and
+              C(gve) is loaded), C(nvidia_driver_version) and C(mlx5_core_version) (null when not reported).
+          type: dict
+        unreadable:
+          description:
+            - What could not be read, each with C(path) (below O(root)) and C(reason).
+            - Files a device may legitimately lack (for example C(sriov_totalvfs)) are not listed.
+          type: list
+          elements: dict
+          sample:
+            - path: /sys/class/net/eth3/speed
+              reason: invalid value '-1'
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.hw_facts import gather
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"root": {"type": "path", "default": "/"}},
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, ansible_facts={"gpufabric_hardware": gather(module.params["root"])})
+
+
+if __name__ == "__main__":
+    main()

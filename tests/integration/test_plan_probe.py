@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric plan --probe` against simulated hosts, through the real CLI and ansible-runner.
+
+Each host is this machine (connection local) with `gpufabric_hw_root`
+pointing the fabric_facts module at a simulated sysfs tree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from gpufabric.collection import module_utils
+from gpufabric.simulated_hw import Faults, write_tree
+
+catalog = module_utils("fabric_catalog").load_catalog()
+
+
+def inventory(tmp_path: Path, hosts: dict[str, str]) -> Path:
+    path = tmp_path / "hosts.ini"
+    lines = ["[sim]", *(f"{name} {variables}" for name, variables in hosts.items())]
+    lines += ["[sim:vars]", "ansible_connection=local", f"ansible_python_interpreter={sys.executable}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def tree(tmp_path: Path, name: str, profile: str, faults: Faults | None = None) -> Path:
+    return write_tree(catalog.get(profile), tmp_path / name, faults)
+
+
+def test_probe_reports_findings_per_host_and_infers_bare_metal(gpufabric, tmp_path):
+    hosts = {
+        "mega-ok": f"gpufabric_profile=gcp/a3-megagpu-8g gpufabric_hw_root={tree(tmp_path, 'a', 'gcp/a3-megagpu-8g')}",
+        "mega-bad": "gpufabric_profile=gcp/a3-megagpu-8g "
+        f"gpufabric_hw_root={tree(tmp_path, 'b', 'gcp/a3-megagpu-8g', Faults(nics_missing=2, nic_down=0))}",
+        "hgx-unlabelled": f"gpufabric_hw_root={tree(tmp_path, 'c', 'baremetal/hgx-h100-ib-ndr')}",
+    }
+    result = gpufabric("plan", "--probe", "--json", "-i", str(inventory(tmp_path, hosts)))
+    assert result.returncode == 1, result.stderr
+    plan = json.loads(result.stdout)["hosts"]
+
+    assert plan["mega-ok"]["probe"]["findings"] == []
+    bad = plan["mega-bad"]["probe"]["findings"]
+    assert {f["check"] for f in bad} == {"nic_count", "link_down"}
+    assert "found 6 of 8 GPU-network NICs (gvnic); missing: eth7, eth8" in [f["message"] for f in bad]
+
+    inferred = plan["hgx-unlabelled"]
+    assert inferred["profile"] == "baremetal/hgx-h100-ib-ndr"
+    assert inferred["resolved_by"].startswith("inferred from hardware")
+    assert inferred["probe"]["findings"] == []
+    assert "nccl_env" in inferred["roles"]
+
+
+def test_probe_table_and_clean_exit_when_all_match(gpufabric, tmp_path):
+    root = tree(tmp_path, "a", "aws/p5.48xlarge")
+    hosts = {"p5-0": f"gpufabric_cloud=aws gpufabric_instance_type=p5.48xlarge gpufabric_hw_root={root}"}
+    result = gpufabric("plan", "--probe", "-i", str(inventory(tmp_path, hosts)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "matches profile" in result.stdout
+    assert "every probed host matches its profile" in result.stdout
+
+
+def test_probe_reports_unreachable_host(gpufabric, tmp_path):
+    path = tmp_path / "hosts.ini"
+    # Port 9 on loopback: nothing listens, so SSH fails at once.
+    path.write_text(
+        "gone ansible_host=127.0.0.1 ansible_port=9 ansible_connection=ssh gpufabric_profile=aws/p5.48xlarge\n",
+        encoding="utf-8",
+    )
+    result = gpufabric("plan", "--probe", "-i", str(path))
+    assert result.returncode == 1
+    assert "unreachable" in result.stdout

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Findings from simulated hardware: none for a healthy host of any profile, exactly one per fault.
+
+The trees come from gpufabric.simulated_hw (simulated sysfs/procfs, see
+docs/simulated-hardware.md); the facts from the real reader, hw_facts.gather.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufabric.collection import module_utils
+from gpufabric.simulated_hw import Faults, write_tree
+
+catalog = module_utils("fabric_catalog").load_catalog()
+hw_facts = module_utils("hw_facts")
+fabric_findings = module_utils("fabric_findings")
+
+PROFILES = catalog.names()
+RDMA_KINDS = ("connectx_ib", "connectx_roce", "efa")
+
+
+def facts_for(name: str, tmp_path: Path, faults: Faults | None = None) -> dict:
+    return hw_facts.gather(str(write_tree(catalog.get(name), tmp_path / "sim", faults)))
+
+
+def checks(name: str, facts: dict) -> list[str]:
+    return sorted(finding["check"] for finding in fabric_findings.findings(facts, catalog.get(name)))
+
+
+def one_nic_per_switch(name: str) -> bool:
+    return catalog.get(name)["nics"]["gpu"]["count"] <= catalog.get(name)["gpu"]["count"] // 2
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_healthy_simulated_host_has_no_findings(name, tmp_path):
+    assert fabric_findings.findings(facts_for(name, tmp_path), catalog.get(name)) == []
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_missing_gpu(name, tmp_path):
+    facts = facts_for(name, tmp_path, Faults(gpus_missing=1))
+    assert checks(name, facts) == ["gpu_count"]
+    (finding,) = fabric_findings.findings(facts, catalog.get(name))
+    count = catalog.get(name)["gpu"]["count"]
+    assert finding["message"].startswith(f"found {count - 1} of {count} GPUs")
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_missing_nic(name, tmp_path):
+    expected = ["nic_count"]
+    if one_nic_per_switch(name):  # the dropped NIC was the only one on its switch: two GPUs lose their NIC
+        expected += ["gpu_nic_affinity", "gpu_nic_affinity"]
+    assert checks(name, facts_for(name, tmp_path, Faults(nics_missing=1))) == sorted(expected)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_nic_down(name, tmp_path):
+    facts = facts_for(name, tmp_path, Faults(nic_down=0))
+    assert checks(name, facts) == ["link_down"]
+    (finding,) = fabric_findings.findings(facts, catalog.get(name))
+    assert finding["subject"] in finding["message"]
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILES if catalog.get(n)["nics"]["gpu"]["kind"] in RDMA_KINDS])
+def test_port_at_lower_rate(name, tmp_path):
+    slow = int(catalog.get(name)["nics"]["gpu"]["speed_gbit_s"] // 2)
+    facts = facts_for(name, tmp_path, Faults(ib_port_rate_gbit_s=(0, slow)))
+    assert checks(name, facts) == ["link_rate"]
+    assert f"runs at {slow} Gb/s" in fabric_findings.findings(facts, catalog.get(name))[0]["message"]
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILES if catalog.get(n)["nics"]["gpu"].get("mtu")])
+def test_mtu_below_profile(name, tmp_path):
+    facts = facts_for(name, tmp_path, Faults(mtu=(0, 1460)))
+    assert checks(name, facts) == ["mtu"]
+    assert "MTU 1460 is below" in fabric_findings.findings(facts, catalog.get(name))[0]["message"]
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_missing_kernel_module(name, tmp_path):
+    facts = facts_for(name, tmp_path, Faults(modules_missing=("nvidia",)))
+    assert checks(name, facts) == ["module"]
+    assert fabric_findings.findings(facts, catalog.get(name))[0]["severity"] == "warning"
+
+
+def test_slow_netdev_link_on_a_gvnic_fabric(tmp_path):
+    root = write_tree(catalog.get("gcp/a3-megagpu-8g"), tmp_path / "sim")
+    (root / "sys/class/net/eth3/speed").write_text("100000\n", encoding="utf-8")
+    findings = fabric_findings.findings(hw_facts.gather(str(root)), catalog.get("gcp/a3-megagpu-8g"))
+    assert [(f["check"], f["subject"]) for f in findings] == [("link_rate", "eth3")]
+    assert "eth3 links at 100 Gb/s; the profile expects 200 Gb/s" in findings[0]["message"]
+
+
+def test_wrong_gpu_model(tmp_path):
+    h200 = catalog.get("nebius/gpu-h200-sxm")
+    facts = hw_facts.gather(str(write_tree(h200, tmp_path / "sim")))
+    findings = fabric_findings.findings(facts, catalog.get("nebius/gpu-h100-sxm"))
+    assert {f["check"] for f in findings} == {"gpu_model"}
+    assert len(findings) == h200["gpu"]["count"]
+
+
+def test_real_machine_without_gpus_reports_and_does_not_crash():
+    facts = hw_facts.gather("/")
+    found = checks("baremetal/hgx-h100-ib-ndr", facts)
+    assert "gpu_count" in found and "nic_count" in found
+
+
+@pytest.mark.parametrize("name", [n for n in PROFILES if n.startswith("baremetal/")])
+def test_bare_metal_profile_is_inferred_from_hardware(name, tmp_path):
+    inferred, reason = fabric_findings.infer_profile(facts_for(name, tmp_path), catalog)
+    assert inferred == name
+    assert reason.startswith("inferred from hardware: 8x H100")
+
+
+def test_inference_says_why_nothing_matches(tmp_path):
+    facts = facts_for("aws/p5.48xlarge", tmp_path)  # EFA hardware: no bare-metal profile has it
+    inferred, reason = fabric_findings.infer_profile(facts, catalog)
+    assert inferred is None
+    assert reason.startswith("no baremetal profile matches this hardware: 8 GPUs (10de:2330), 32 RDMA devices")
