@@ -90,7 +90,10 @@ def _probe_cell(probe: dict[str, Any] | None) -> str:
         counts[finding["severity"]] += 1
     if not probe["findings"]:
         return "matches profile"
-    return ", ".join(f"{count} {severity}" for severity, count in counts.items() if count)
+    plural = {"error": "errors", "warning": "warnings", "info": "info"}
+    return ", ".join(
+        f"{count} {severity if count == 1 else plural[severity]}" for severity, count in counts.items() if count
+    )
 
 
 def _render_findings(plan: dict[str, Any], console: Console) -> None:

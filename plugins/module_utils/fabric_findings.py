@@ -252,5 +252,5 @@ def infer_profile(facts: dict[str, Any], catalog: Any, cloud: str = "baremetal")
         f"{spec['count']}x {spec['kind']} at {_gbit(spec['speed_gbit_s'])}"
     )
     if errors:
-        reason += f" (closest match, {errors} error finding(s))"
+        reason += f" (closest match, with {errors} error {'finding' if errors == 1 else 'findings'})"
     return name, reason
