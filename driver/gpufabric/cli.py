@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from gpufabric import __version__
+from gpufabric import __version__, discovery
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
@@ -26,6 +26,8 @@ from gpufabric.plan import fleet_plan, render
 app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
+inventory_app = typer.Typer(help="Build Ansible inventories from cloud APIs.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -121,6 +123,65 @@ def plan(
         render(result, stdout)
     if probe and hardware_probe.has_problems(result):
         raise typer.Exit(1)
+
+
+ListOption = Optional[list[str]]  # noqa: UP045 - typer needs Optional here on Python 3.11
+
+
+@inventory_app.command("build")
+def inventory_build(
+    source: Annotated[str, typer.Option(help="aws, gcp, azure, nebius, oci or static.")],
+    region: Annotated[ListOption, typer.Option(help="aws, oci: region to list (repeatable).")] = None,
+    project: Annotated[ListOption, typer.Option(help="gcp: project to list (repeatable).")] = None,
+    zone: Annotated[ListOption, typer.Option(help="gcp: only these zones (repeatable).")] = None,
+    subscription: Annotated[Optional[str], typer.Option(help="azure: subscription id.")] = None,  # noqa: UP045
+    resource_group: Annotated[ListOption, typer.Option(help="azure: only these resource groups.")] = None,
+    compartment: Annotated[Optional[str], typer.Option(help="oci: compartment OCID.")] = None,  # noqa: UP045
+    parent_id: Annotated[ListOption, typer.Option(help="nebius: project (parent) id (repeatable).")] = None,
+    file: Annotated[Optional[Path], typer.Option(help="static: YAML file of hosts.")] = None,  # noqa: UP045
+    profile: Annotated[Optional[str], typer.Option(help="aws: shared-config profile.")] = None,  # noqa: UP045
+    endpoint_url: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="API endpoint instead of the cloud's (private endpoints, emulators)."),
+    ] = None,
+    public: Annotated[bool, typer.Option("--public", help="Connect to public addresses (default: private).")] = False,
+    include_non_gpu: Annotated[bool, typer.Option("--include-non-gpu", help="Keep non-GPU instances.")] = False,
+    include_stopped: Annotated[bool, typer.Option("--include-stopped", help="Keep stopped instances.")] = False,
+    output_format: Annotated[str, typer.Option("--format", help="yaml (an inventory file) or json.")] = "yaml",
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("-o", "--output", help="Write here (atomically) instead of standard output."),
+    ] = None,
+    catalog: CatalogOption = None,
+) -> None:
+    """List the fleet through the cloud's API and print or write an Ansible inventory.
+
+    --format json is exactly the shape of `ansible-inventory --list`.
+    """
+    given = {
+        "--region": region,
+        "--project": project,
+        "--zone": zone,
+        "--subscription": subscription,
+        "--resource-group": resource_group,
+        "--compartment": compartment,
+        "--parent-id": parent_id,
+        "--file": str(file) if file else None,
+        "--profile": profile,
+        "--endpoint-url": endpoint_url,
+    }
+    if output_format not in ("yaml", "json"):
+        raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
+    inventory, warnings = discovery.build(source, given, catalog, public, include_non_gpu, include_stopped)
+    text = discovery.render(inventory, output_format)
+    for warning in warnings:
+        stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, markup=True)
+    hosts = len(inventory["_meta"]["hostvars"])
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        discovery.write_atomically(output, text)
+    stderr.print(f"{hosts} hosts from {source}" + (f" written to {output}" if output else ""), highlight=False)
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ class Instance:
     tags: dict[str, str] = field(default_factory=dict)  # tags or labels; untrusted
     ids: dict[str, str] = field(default_factory=dict)  # further cloud ids (account, project, subscription, ...)
     extra: dict[str, Any] = field(default_factory=dict)  # source facts such as {"efa_interfaces": 32}
-    hints: dict[str, str] = field(default_factory=dict)  # gpufabric_* variables given by a static source
+    hints: dict[str, Any] = field(default_factory=dict)  # host variables from the operator's own file (static): trusted
 
 
 class DiscoveryError(Exception):
@@ -71,7 +71,7 @@ GPU_TYPE_PATTERNS = {
     "azure": re.compile(r"^Standard_N", re.IGNORECASE),
     "nebius": re.compile(r"^gpu-"),
     "oci": re.compile(r"GPU", re.IGNORECASE),
-    "baremetal": re.compile(r"."),
+    "baremetal": re.compile(r""),  # a host someone listed by hand is there for its GPUs
 }
 
 

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric inventory build`: list a fleet from a cloud API and write an Ansible inventory.
+
+The sources and the builder live in the collection (plugins/module_utils/fleet_*),
+shared with the gpufabric.cluster.gpu_fleet inventory plugin; this module maps
+command-line options to a source and writes the result in one step, so a failed
+discovery leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpufabric import catalog as fabric_catalog
+from gpufabric.collection import module_utils
+from gpufabric.errors import UserError
+
+# Command-line flag -> source constructor argument, per source.
+OPTION_NAMES = {
+    "aws": {"--region": "regions", "--endpoint-url": "endpoint_url", "--profile": "profile"},
+    "gcp": {"--project": "projects", "--zone": "zones", "--endpoint-url": "endpoint"},
+    "azure": {"--subscription": "subscription_id", "--resource-group": "resource_groups", "--endpoint-url": "endpoint"},
+    "nebius": {"--parent-id": "parent_ids", "--endpoint-url": "endpoint"},
+    "oci": {"--compartment": "compartment_id", "--region": "regions", "--endpoint-url": "endpoint"},
+    "static": {"--file": "path"},
+}
+
+
+def source_options(source: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments for ``source`` from the flags given (flag -> value, None when absent)."""
+    if source not in OPTION_NAMES:
+        raise UserError(f"unknown --source {source!r}; accepted: {', '.join(OPTION_NAMES)}")
+    names = OPTION_NAMES[source]
+    stray = sorted(flag for flag, value in given.items() if value and flag not in names)
+    if stray:
+        raise UserError(f"{stray[0]} does not apply to --source {source}; it takes {', '.join(names)}")
+    return {names[flag]: value for flag, value in given.items() if value and flag in names}
+
+
+def build(
+    source: str,
+    options: dict[str, Any],
+    catalog_files: list[Path] | None = None,
+    public: bool = False,
+    include_non_gpu: bool = False,
+    include_stopped: bool = False,
+) -> tuple[dict[str, Any], list[str]]:
+    """(inventory in ansible-inventory --list shape, warnings)."""
+    fleet_base = module_utils("fleet_base")
+    catalog = fabric_catalog.load(catalog_files)
+    try:
+        instance_source = module_utils("fleet_sources").make_source(source, source_options(source, options))
+        instances = list(instance_source.instances())
+    except fleet_base.DiscoveryError as exc:
+        raise UserError(f"discovery failed: {exc}") from None
+    inventory, warnings = module_utils("fleet_inventory").build(
+        instances, catalog, public=public, include_non_gpu=include_non_gpu, include_stopped=include_stopped
+    )
+    return inventory, list(warnings)
+
+
+def render(inventory: dict[str, Any], output_format: str) -> str:
+    fleet_inventory = module_utils("fleet_inventory")
+    if output_format == "json":
+        return str(fleet_inventory.to_json(inventory))
+    if output_format == "yaml":
+        return str(fleet_inventory.to_yaml(inventory))
+    raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write through a temporary file in the same directory, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

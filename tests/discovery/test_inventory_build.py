@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The inventory builder, the static source, the CLI and the gpu_fleet plugin, end to end.
+
+The static source stands in for any cloud here (the cloud sources have their
+own tests against emulators): the builder, the renderers and the plugin do
+not care where instances come from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+fleet_base = module_utils("fleet_base")
+fleet_inventory = module_utils("fleet_inventory")
+catalog = module_utils("fabric_catalog").load_catalog()
+BIN = Path(sys.executable).parent
+# A tag an attacker could set: if Ansible ever templated it, the file would appear.
+EVIL = "{{ lookup('pipe', 'touch MARKER') }}"
+
+STATIC_FLEET = """
+hosts:
+  - name: hgx-01
+    address: 192.0.2.11
+    profile: baremetal/hgx-h100-ib-ndr
+    placement: rack a/1
+    tags: {owner: "{evil}"}
+  - name: hgx-02
+    address: 192.0.2.12
+    instance_type: hgx-h100-roce-400g
+    placement: rack a/1
+    vars: {ansible_user: ubuntu}
+  - name: mystery
+    address: 192.0.2.13
+"""
+
+
+def unwrap(value):
+    """Drop the {"__ansible_unsafe": ...} wrappers ansible-inventory prints."""
+    if isinstance(value, dict) and set(value) == {"__ansible_unsafe"}:
+        return value["__ansible_unsafe"]
+    if isinstance(value, dict):
+        return {key: unwrap(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap(item) for item in value]
+    return value
+
+
+def instance(**overrides):
+    values = {
+        "cloud": "aws",
+        "instance_id": "i-0001",
+        "name": "p5-a",
+        "instance_type": "p5.48xlarge",
+        "state": fleet_base.RUNNING,
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "private_ip": "10.0.0.1",
+        "public_ip": "198.51.100.1",
+        "placement": "pg-1",
+    }
+    return fleet_base.Instance(**{**values, **overrides})
+
+
+@pytest.fixture
+def static_fleet(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "fleet.yml"
+    path.write_text(STATIC_FLEET.replace("{evil}", EVIL.replace("MARKER", str(marker))), encoding="utf-8")
+    return path, marker
+
+
+def test_classification_groups_and_addresses():
+    instances = [
+        instance(),
+        instance(instance_id="i-0002", name="p4d-a", instance_type="p4d.24xlarge", placement=None),
+        instance(instance_id="i-0003", name="web", instance_type="m5.large"),
+        instance(instance_id="i-0004", name="g6-a", instance_type="g6.48xlarge"),
+        instance(instance_id="i-0005", name="p5-stopped", state=fleet_base.STOPPED),
+    ]
+    inventory, warnings = fleet_inventory.build(instances, catalog)
+    hosts = inventory["_meta"]["hostvars"]
+    assert sorted(hosts) == ["g6-a", "p4d-a", "p5-a"]
+    assert hosts["p5-a"]["gpufabric_profile"] == "aws/p5.48xlarge"
+    assert hosts["p5-a"]["gpufabric_fabric"] == "efa"
+    assert hosts["p5-a"]["ansible_host"] == "10.0.0.1"
+    assert inventory["fabric_efa"]["hosts"] == ["p4d-a", "p5-a"]
+    assert inventory["profile_aws_p5_48xlarge"]["hosts"] == ["p5-a"]
+    assert inventory["placement_aws_pg_1"]["hosts"] == ["g6-a", "p5-a"]
+    assert inventory["fabric_unknown"]["hosts"] == ["g6-a"]
+    assert "gpufabric_profile" not in hosts["g6-a"]
+    assert any("g6.48xlarge" in warning for warning in warnings)
+
+
+def test_options_keep_non_gpu_stopped_and_public():
+    instances = [instance(instance_id="i-3", name="web", instance_type="m5.large"), instance(state="stopped")]
+    inventory, _ = fleet_inventory.build(instances, catalog, public=True, include_non_gpu=True, include_stopped=True)
+    assert inventory["non_gpu"]["hosts"] == ["web"]
+    assert inventory["_meta"]["hostvars"]["p5-a"]["ansible_host"] == "198.51.100.1"
+
+
+def test_missing_public_address_falls_back_with_a_warning():
+    inventory, warnings = fleet_inventory.build([instance(public_ip=None)], catalog, public=True)
+    assert inventory["_meta"]["hostvars"]["p5-a"]["ansible_host"] == "10.0.0.1"
+    assert warnings == ["aws i-0001 has no public address; using 10.0.0.1"]
+
+
+def test_unsafe_names_become_safe_hostnames_and_group_names():
+    evil = "{{ 7 * 7 }}; rm -rf /"
+    inventory, _ = fleet_inventory.build([instance(name=evil, placement=evil)], catalog)
+    (name,) = inventory["_meta"]["hostvars"]
+    assert name == "i-0001"
+    assert isinstance(inventory["_meta"]["hostvars"][name]["gpufabric_instance_name"], fleet_inventory.Unsafe)
+    placement_groups = [group for group in inventory if group.startswith("placement_")]
+    assert len(placement_groups) == 1
+    assert placement_groups[0].startswith("placement_aws_")
+    assert placement_groups[0].replace("_", "").isalnum(), "only letters, digits and underscores"
+
+
+def test_duplicate_names_stay_distinct():
+    inventory, _ = fleet_inventory.build([instance(), instance(instance_id="i-0002")], catalog)
+    assert sorted(inventory["_meta"]["hostvars"]) == ["p5-a", "p5-a-i_0002"]
+
+
+def test_json_is_exactly_what_ansible_inventory_lists_for_the_yaml(tmp_path, static_fleet, ansible_env, gpufabric):
+    path, _ = static_fleet
+    as_json = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    written = tmp_path / "fleet-inventory.yml"
+    result = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "-o", str(written))
+    assert result.returncode == 0, result.stderr
+    assert "3 hosts from static written to" in " ".join(result.stderr.split())
+    listed = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(written), "--list"],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=True,
+    )
+    assert json.loads(as_json.stdout) == json.loads(listed.stdout)
+
+
+def test_plugin_gives_the_same_hosts_groups_and_vars(tmp_path, static_fleet, ansible_env, gpufabric):
+    path, _ = static_fleet
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    config.write_text(
+        f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options:\n  path: {path.name}\n",
+        encoding="utf-8",
+    )
+    from_plugin = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(config), "--list"],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=True,
+    )
+    from_cli = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "--format", "json")
+    plugin_view, cli_view = json.loads(from_plugin.stdout), json.loads(from_cli.stdout)
+    tag = plugin_view["_meta"]["hostvars"]["hgx-01"]["gpufabric_tags"]["owner"]
+    assert tag == {"__ansible_unsafe": EVIL.replace("MARKER", str(tmp_path / "pwned"))}
+    # ansible-core 2.19 lists every value an inventory plugin sets as unsafe; compare the values themselves.
+    assert unwrap(plugin_view) == unwrap(cli_view)
+
+
+def test_plugin_keyed_groups_and_bad_source(tmp_path, static_fleet, ansible_env):
+    path, _ = static_fleet
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    config.write_text(
+        "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"
+        f"source_options: {{path: {path.name}}}\nkeyed_groups:\n  - key: gpufabric_fabric\n    prefix: kg\n",
+        encoding="utf-8",
+    )
+    graph = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(config), "--graph"],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=True,
+    )
+    assert "@kg_infiniband" in graph.stdout
+    config.write_text(
+        "plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options: {path: absent.yml}\n", encoding="utf-8"
+    )
+    failed = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(config), "--list"],
+        capture_output=True,
+        text=True,
+        env={**ansible_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"},
+        check=False,
+    )
+    assert failed.returncode != 0
+    assert "absent.yml: file: cannot read" in failed.stderr
+
+
+PLAY = """
+- name: Use every variable the cloud controls
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Print the owner tag
+      ansible.builtin.debug:
+        msg: "owner={{ gpufabric_tags.owner }}"
+"""
+
+
+@pytest.mark.parametrize("kind", ["built file", "plugin"])
+def test_tags_are_never_templated(kind, tmp_path, static_fleet, ansible_env, gpufabric):
+    path, marker = static_fleet
+    if kind == "built file":
+        inventory = tmp_path / "inventory.yml"
+        gpufabric("inventory", "build", "--source", "static", "--file", str(path), "-o", str(inventory))
+    else:
+        inventory = tmp_path / "fleet.gpu_fleet.yml"
+        inventory.write_text(
+            f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options: {{path: {path.name}}}\n",
+            encoding="utf-8",
+        )
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY, encoding="utf-8")
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(play), "--limit", "hgx-01", "-c", "local"],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "owner={{ lookup('pipe', 'touch" in result.stdout
+    assert not marker.exists(), "a tag was templated"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hosts: [{name: a}]", "hosts[0].address: missing required key"),
+        ("hosts: [{name: a, address: x, colour: red}]", "hosts[0].colour: unknown key"),
+        ("hosts: [{name: a, address: x}, {name: a, address: y}]", "hosts[1].name: 'a' is listed twice"),
+        ("hosts: {a: 1}", "hosts: the file must be a mapping with a 'hosts:' list"),
+        ("hosts: [\n", "not valid YAML"),
+    ],
+)
+def test_static_file_errors(tmp_path, gpufabric, text, message):
+    path = tmp_path / "fleet.yml"
+    path.write_text(text, encoding="utf-8")
+    output = tmp_path / "out.yml"
+    result = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "-o", str(output))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert message in " ".join(result.stderr.split())
+    assert not output.exists(), "nothing written on failure"
+
+
+def test_cli_rejects_flags_of_another_source(gpufabric):
+    result = gpufabric("inventory", "build", "--source", "static", "--region", "us-east-1")
+    assert result.returncode == 2
+    assert "--region does not apply to --source static; it takes --file" in result.stderr
+
+
+def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_fleet, ansible_env):
+    path, _ = static_fleet
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    config.write_text(
+        "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"
+        f"source_options: {{path: {path.name}}}\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
+        f"cache_connection: {tmp_path / 'cache'}\ncache_timeout: 3600\n",
+        encoding="utf-8",
+    )
+    command = [str(BIN / "ansible-inventory"), "-i", str(config), "--list"]
+    first = subprocess.run(command, capture_output=True, text=True, env=ansible_env, check=True)
+    path.unlink()  # the source is gone: only the cache can answer now
+    second = subprocess.run(command, capture_output=True, text=True, env=ansible_env, check=True)
+    assert json.loads(second.stdout) == json.loads(first.stdout)
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    cached = json.loads(cache_file.read_text(encoding="utf-8"))
+    cached = json.loads(cached["__payload__"]) if "__payload__" in cached else cached  # ansible-core 2.19 wraps it
+    owner = cached["_meta"]["hostvars"]["hgx-01"]["gpufabric_tags"]["owner"]
+    assert owner == {"__ansible_unsafe": EVIL.replace("MARKER", str(tmp_path / "pwned"))}
