@@ -29,10 +29,10 @@ options:
     type: str
   source_options:
     description:
-      - Options of the source, as the CLI takes them, by their Python names.
-      - C(aws) regions, endpoint_url, profile; C(gcp) projects, zones, endpoint; C(azure) subscription_id,
-        resource_groups, endpoint; C(nebius) parent_ids, endpoint; C(oci) compartment_id, regions, endpoint;
-        C(static) path (relative paths are relative to this file).
+      - Arguments of the source, by their Python names. The main ones are C(aws) regions, endpoint_url, profile;
+        C(gcp) projects, zones, endpoint; C(azure) subscription_id, resource_groups, endpoint; C(nebius) parent_ids,
+        endpoint; C(oci) compartment_id, regions, endpoint; C(static) path (relative to this file).
+      - An option the source does not take fails the inventory with the list of those it accepts.
     type: dict
     default: {}
   public:
