@@ -72,6 +72,7 @@ def plan_host(
             "roles": [],
             "roles_unavailable": [],
             "env": {},
+            "gpus": {},
             "resolved_by": None,
             "warnings": [f"{reason}; apply skips this host unless told which profile to use"],
         }
@@ -88,6 +89,8 @@ def plan_host(
         "roles": roles,
         "roles_unavailable": unavailable,
         "env": dict(profile["tiers"][tier]["env"]),
+        # What host-stack roles need from the profile (driver branch checks, fabric manager).
+        "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
         "resolved_by": reason,
         "warnings": warnings,
     }

@@ -190,3 +190,15 @@ def test_site_rejects_an_opted_in_profile_that_does_not_exist(site):
     result = site("-e", "gpufabric_unknown_hosts_profile=gcp/a9-hyper")
     assert result.returncode != 0
     assert "gpufabric_unknown_hosts_profile 'gcp/a9-hyper' is not in the fabric catalog" in result.stdout
+
+
+@pytest.mark.parametrize("playbook", ["site.yml", "bake.yml"])
+def test_playbooks_pass_syntax_check(repo, ansible_env, playbook):
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(repo / "playbooks" / playbook)],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

@@ -29,6 +29,7 @@ def test_profile_by_cloud_and_instance_type(catalog):
     assert plan["env"] == catalog.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
     assert plan["roles_unavailable"] == []
     assert plan["warnings"] == []
+    assert plan["gpus"] == {"model": "H100-SXM-80GB", "count": 8, "nvswitch": True}
 
 
 def test_explicit_profile_wins_over_cloud_and_type(catalog):
