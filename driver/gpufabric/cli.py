@@ -15,7 +15,9 @@ from typing import Annotated, Optional
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gpufabric import __version__, discovery
 from gpufabric import catalog as fabric_catalog
@@ -75,7 +77,7 @@ def catalog_list(catalog: CatalogOption = None, as_json: JsonOption = False) -> 
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[column]) for column in columns))
+        table.add_row(*(Text(str(row[column])) for column in columns))
     stdout.print(table)
 
 
@@ -93,7 +95,7 @@ def catalog_show(
     if as_json:
         _print_json({"name": name, "source": loaded.origins[name], **profile})
         return
-    stdout.print(f"[bold]{name}[/bold]  (from {loaded.origins[name]})", highlight=False)
+    stdout.print(f"[bold]{escape(name)}[/bold]  (from {escape(loaded.origins[name])})", highlight=False)
     stdout.print(yaml.safe_dump(profile, sort_keys=False, width=120), markup=False, highlight=False)
 
 
@@ -175,13 +177,14 @@ def inventory_build(
     inventory, warnings = discovery.build(source, given, catalog, public, include_non_gpu, include_stopped)
     text = discovery.render(inventory, output_format)
     for warning in warnings:
-        stderr.print(f"[yellow]warning[/yellow]: {warning}", highlight=False, markup=True)
+        stderr.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     hosts = len(inventory["_meta"]["hostvars"])
     if output is None:
         sys.stdout.write(text)
     else:
         discovery.write_atomically(output, text)
-    stderr.print(f"{hosts} hosts from {source}" + (f" written to {output}" if output else ""), highlight=False)
+    where = f" written to {output}" if output else ""
+    stderr.print(f"{hosts} hosts from {source}{where}", highlight=False, markup=False)
 
 
 def main() -> None:
@@ -189,5 +192,6 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        stderr.print(f"[red]error[/red]: {exc}", highlight=False)
+        # Messages quote user input (file names, keys, instance names): never read them as markup.
+        stderr.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)

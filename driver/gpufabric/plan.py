@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
@@ -63,19 +65,19 @@ def render(plan: dict[str, Any], console: Console) -> None:
         row = [name, host["profile"], host["fabric"], host["tier"], roles or "-"]
         if probed:
             row.append(_probe_cell(host.get("probe")))
-        table.add_row(*row, style=style)
+        table.add_row(*(Text(cell) for cell in row), style=style)  # Text: inventory data is never markup
         if host["env"]:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
     for (profile, tier), env in sorted(shared_env.items()):
-        console.print(f"\n[bold]{profile}[/bold] tier [bold]{tier}[/bold] environment:")
+        console.print(f"\n[bold]{escape(profile)}[/bold] tier [bold]{escape(tier)}[/bold] environment:")
         for key, value in env.items():
             console.print(f"  {key}={value}", markup=False, highlight=False)
     for name, host in plan["hosts"].items():
         for warning in host["warnings"]:
-            console.print(f"[yellow]warning[/yellow]: {name}: {warning}", highlight=False)
+            console.print(f"[yellow]warning[/yellow]: {escape(name)}: {escape(warning)}", highlight=False)
         if (host.get("resolved_by") or "").startswith("inferred"):
-            console.print(f"{name}: profile {host['profile']} {host['resolved_by']}", highlight=False)
+            console.print(f"{name}: profile {host['profile']} {host['resolved_by']}", markup=False, highlight=False)
     if probed:
         _render_findings(plan, console)
 
@@ -104,11 +106,10 @@ def _render_findings(plan: dict[str, Any], console: Console) -> None:
     for name, host in plan["hosts"].items():
         probe = host.get("probe")
         if probe and not probe["reachable"]:
-            table.add_row(name, "error", "reachable", probe["error"], style="red")
+            table.add_row(*(Text(cell) for cell in (name, "error", "reachable", probe["error"])), style="red")
         for finding in probe["findings"] if probe else []:
-            table.add_row(
-                name, finding["severity"], finding["check"], finding["message"], style=colours[finding["severity"]]
-            )
+            cells = (name, finding["severity"], finding["check"], finding["message"])
+            table.add_row(*(Text(cell) for cell in cells), style=colours[finding["severity"]])
     if table.row_count:
         console.print(table)
     else:

@@ -281,3 +281,11 @@ def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_f
     cached = json.loads(cached["__payload__"]) if "__payload__" in cached else cached  # ansible-core 2.19 wraps it
     owner = cached["_meta"]["hostvars"]["hgx-01"]["gpufabric_tags"]["owner"]
     assert owner == {"__ansible_unsafe": EVIL.replace("MARKER", str(tmp_path / "pwned"))}
+
+
+def test_markup_in_cloud_names_is_printed_as_text(tmp_path, gpufabric):
+    path = tmp_path / "fleet.yml"
+    path.write_text('hosts: [{name: "[/red][bold]x", address: 192.0.2.9}]\n', encoding="utf-8")
+    result = gpufabric("inventory", "build", "--source", "static", "--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "[/red][bold]x" in result.stderr
