@@ -8,6 +8,7 @@ and 13; this test is the fast loop: real ansible-playbook, real files, real
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -136,12 +137,30 @@ ansible_python_interpreter={python}
 """
 
 
+SITE_CATALOG = """
+profiles:
+  gcp/a3-megagpu-8g:
+    tiers:
+      best:
+        roles: [nccl_env, gcp_tcpxo]
+"""
+
+
 @pytest.fixture
 def site(repo, tmp_path, ansible_env):
+    """site.yml against this machine. A catalog override narrows a3-mega's roles to nccl_env (writing
+    under tmp_path) and one role not written yet, so no host-stack role ever installs packages here."""
+    override = tmp_path / "site-catalog.yml"
+    override.write_text(SITE_CATALOG, encoding="utf-8")
+
     def run(*extra: str):
         inventory = tmp_path / "site-hosts"
         inventory.write_text(SITE_INVENTORY.format(python=sys.executable), encoding="utf-8")
-        variables = f"nccl_env_conf_path={tmp_path}/nccl.conf nccl_env_script_path={tmp_path}/env.sh"
+        variables = {
+            "nccl_env_conf_path": f"{tmp_path}/nccl.conf",
+            "nccl_env_script_path": f"{tmp_path}/env.sh",
+            "gpufabric_catalog_files": [str(override)],
+        }
         return subprocess.run(
             [
                 str(BIN / "ansible-playbook"),
@@ -149,7 +168,7 @@ def site(repo, tmp_path, ansible_env):
                 str(inventory),
                 str(repo / "playbooks/site.yml"),
                 "-e",
-                variables,
+                json.dumps(variables),
                 *extra,
             ],
             capture_output=True,
