@@ -52,6 +52,11 @@ def unwrap(value):
     return value
 
 
+def ansible_inventory(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real ansible-inventory with ``args``."""
+    return subprocess.run([str(BIN / "ansible-inventory"), *args], capture_output=True, text=True, env=env, check=check)
+
+
 def instance(**overrides):
     values = {
         "cloud": "aws",
@@ -136,13 +141,7 @@ def test_json_is_exactly_what_ansible_inventory_lists_for_the_yaml(tmp_path, sta
     result = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "-o", str(written))
     assert result.returncode == 0, result.stderr
     assert "3 hosts from static written to" in " ".join(result.stderr.split())
-    listed = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(written), "--list"],
-        capture_output=True,
-        text=True,
-        env=ansible_env,
-        check=True,
-    )
+    listed = ansible_inventory(ansible_env, "-i", str(written), "--list")
     assert json.loads(as_json.stdout) == json.loads(listed.stdout)
 
 
@@ -153,13 +152,7 @@ def test_plugin_gives_the_same_hosts_groups_and_vars(tmp_path, static_fleet, ans
         f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options:\n  path: {path.name}\n",
         encoding="utf-8",
     )
-    from_plugin = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(config), "--list"],
-        capture_output=True,
-        text=True,
-        env=ansible_env,
-        check=True,
-    )
+    from_plugin = ansible_inventory(ansible_env, "-i", str(config), "--list")
     from_cli = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "--format", "json")
     plugin_view, cli_view = json.loads(from_plugin.stdout), json.loads(from_cli.stdout)
     tag = plugin_view["_meta"]["hostvars"]["hgx-01"]["gpufabric_tags"]["owner"]
@@ -176,23 +169,13 @@ def test_plugin_keyed_groups_and_bad_source(tmp_path, static_fleet, ansible_env)
         f"source_options: {{path: {path.name}}}\nkeyed_groups:\n  - key: gpufabric_fabric\n    prefix: kg\n",
         encoding="utf-8",
     )
-    graph = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(config), "--graph"],
-        capture_output=True,
-        text=True,
-        env=ansible_env,
-        check=True,
-    )
+    graph = ansible_inventory(ansible_env, "-i", str(config), "--graph")
     assert "@kg_infiniband" in graph.stdout
     config.write_text(
         "plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options: {path: absent.yml}\n", encoding="utf-8"
     )
-    failed = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(config), "--list"],
-        capture_output=True,
-        text=True,
-        env={**ansible_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"},
-        check=False,
+    failed = ansible_inventory(
+        {**ansible_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}, "-i", str(config), "--list", check=False
     )
     assert failed.returncode != 0
     assert "absent.yml: file: cannot read" in failed.stderr
@@ -271,10 +254,9 @@ def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_f
         f"cache_connection: {tmp_path / 'cache'}\ncache_timeout: 3600\n",
         encoding="utf-8",
     )
-    command = [str(BIN / "ansible-inventory"), "-i", str(config), "--list"]
-    first = subprocess.run(command, capture_output=True, text=True, env=ansible_env, check=True)
+    first = ansible_inventory(ansible_env, "-i", str(config), "--list")
     path.unlink()  # the source is gone: only the cache can answer now
-    second = subprocess.run(command, capture_output=True, text=True, env=ansible_env, check=True)
+    second = ansible_inventory(ansible_env, "-i", str(config), "--list")
     assert json.loads(second.stdout) == json.loads(first.stdout)
     (cache_file,) = (tmp_path / "cache").iterdir()
     cached = json.loads(cache_file.read_text(encoding="utf-8"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from discovery.fake_aws import MotoEc2
-from discovery.test_inventory_build import unwrap
+from discovery.test_inventory_build import ansible_inventory, unwrap
 
 BIN = Path(sys.executable).parent
 EVIL = "{{ lookup('pipe', 'id') }}"
@@ -90,13 +90,7 @@ def test_plugin_gives_the_same_hosts_and_groups(moto, aws_env, tmp_path):
         f"source_options:\n  regions: [us-east-1]\n  endpoint_url: {moto.url}\n",
         encoding="utf-8",
     )
-    listed = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(config), "--list"],
-        capture_output=True,
-        text=True,
-        env=aws_env,
-        check=True,
-    )
+    listed = ansible_inventory(aws_env, "-i", str(config), "--list")
     built = cli(aws_env, "--region", "us-east-1", "--endpoint-url", moto.url, "--format", "json")
     assert unwrap(json.loads(listed.stdout)) == unwrap(json.loads(built.stdout))
 
