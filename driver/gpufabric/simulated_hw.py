@@ -81,6 +81,8 @@ class Faults:
     # Left out of proc/modules and sys/module (and proc/driver/nvidia for nvidia). Devices keep
     # their driver links, so this models a missing add-on such as nvidia_peermem faithfully.
     modules_missing: tuple[str, ...] = ()
+    # No subnet manager on the InfiniBand fabric: ports train (LinkUp) but stay INIT with LID 0.
+    no_subnet_manager: bool = False
 
 
 def management_interface(profile: dict[str, Any]) -> str:
@@ -196,23 +198,43 @@ class _Tree:
         self.link(f"{path}/device", device)
         self.link(f"sys/class/net/{name}", path)
 
-    def rdma_device(self, device: str, name: str, link_layer: str, rate: str, up: bool, netdev: str | None) -> None:
+    def rdma_device(
+        self, device: str, name: str, link_layer: str, rate: str, up: bool, netdev: str | None, subnet_manager: bool
+    ) -> None:
         path = f"{device}/infiniband/{name}"
         port = f"{path}/ports/1"
+        infiniband = link_layer == "InfiniBand"
+        # An InfiniBand port without a subnet manager trains (LinkUp) but stays INIT with LID 0.
+        active = up and (subnet_manager or not infiniband)
         self.file(f"{path}/node_type", "1: CA\n")
-        self.file(f"{port}/state", "4: ACTIVE\n" if up else "1: DOWN\n")
+        self.file(f"{port}/state", "4: ACTIVE\n" if active else ("2: INIT\n" if up else "1: DOWN\n"))
         self.file(f"{port}/phys_state", "5: LinkUp\n" if up else "3: Disabled\n")
         self.file(f"{port}/rate", f"{rate}\n")
         self.file(f"{port}/link_layer", f"{link_layer}\n")
-        # A GID table of fixed size; unused entries read as zeros. RoCE has a v1 and a v2 GID
-        # per address, each naming its netdev (InfiniBand GIDs have none: the file reads EINVAL).
         self.guids += 1
-        valid = 2 if link_layer == "Ethernet" else 1
+        # LIDs are assigned by the subnet manager (the SM here has LID 1); Ethernet ports read 0x0.
+        self.file(f"{port}/lid", f"0x{self.guids + 1:x}\n" if infiniband and active else "0x0\n")
+        self.file(f"{port}/sm_lid", "0x1\n" if infiniband and active else "0x0\n")
+        # P_Key table: the default full-membership partition, the rest empty.
+        for index in range(4):
+            self.file(f"{port}/pkeys/{index}", "0xffff\n" if index == 0 else "0x0000\n")
+        # A GID table of fixed size; unused entries read as zeros. RoCE has a v1 and a v2 GID per
+        # address (link-local IPv6, then the IPv4-mapped address, so index 3 is RoCE v2 over IPv4 as
+        # on real hosts), each naming its netdev and type. InfiniBand GIDs have neither: those
+        # files read EINVAL there, so they are not written.
+        link_local = f"fe80:0000:0000:0000:0200:00ff:fe00:{self.guids:04x}"
+        ipv4_mapped = f"0000:0000:0000:0000:0000:ffff:0a00:{self.guids:04x}"
+        if infiniband:
+            valid = [(link_local, None)]
+        else:
+            valid = [(link_local, "IB/RoCE v1"), (link_local, "RoCE v2"), (ipv4_mapped, "IB/RoCE v1")]
+            valid.append((ipv4_mapped, "RoCE v2"))
         for index in range(8):
-            gid = f"fe80:0000:0000:0000:0200:00ff:fe00:{self.guids:04x}" if index < valid else "0000:" * 7 + "0000"
+            gid, gid_type = valid[index] if index < len(valid) else ("0000:" * 7 + "0000", None)
             self.file(f"{port}/gids/{index}", f"{gid}\n")
-            if netdev and index < valid:
+            if netdev and gid_type:
                 self.file(f"{port}/gid_attrs/ndevs/{index}", f"{netdev}\n")
+                self.file(f"{port}/gid_attrs/types/{index}", f"{gid_type}\n")
         self.link(f"{path}/device", device)
         self.link(f"sys/class/infiniband/{name}", path)
 
@@ -249,7 +271,7 @@ def _gpu_nic(
     elif kind == "efa":
         device = tree.pci_function(parent, address, pci_id or EFA_ID, ETHERNET_CLASS, numa, "efa")
         rate = rate_string(rate_gbit_s, "efa")
-        tree.rdma_device(device, f"rdmap{bus}s0", "Unspecified", rate, up, netdev=None)
+        tree.rdma_device(device, f"rdmap{bus}s0", "Unspecified", rate, up, None, subnet_manager=True)
     elif kind == "ethernet":
         device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core")
         mtu = mtu_override or spec.get("mtu", 1500)
@@ -276,7 +298,13 @@ def _gpu_nic(
         link_layer = "InfiniBand" if infiniband else "Ethernet"
         rate = rate_string(rate_gbit_s, "connectx")
         tree.rdma_device(
-            device, name(rdma_names, f"mlx5_{index}"), link_layer, rate, up, None if infiniband else netdev
+            device,
+            name(rdma_names, f"mlx5_{index}"),
+            link_layer,
+            rate,
+            up,
+            None if infiniband else netdev,
+            subnet_manager=not faults.no_subnet_manager,
         )
 
 
@@ -296,7 +324,9 @@ def _management_nic(tree: _Tree, profile: dict[str, Any]) -> None:
         # Accelerated networking: a ConnectX function with its own Ethernet RDMA device, not part of the fabric.
         device = tree.pci_function(parent, address, CONNECTX_MANAGEMENT_ID, ETHERNET_CLASS, 0, "mlx5_core")
         tree.netdev(device, name, 1500, speed_mbps, up=True)
-        tree.rdma_device(device, "mlx5_an0", "Ethernet", rate_string(speed_mbps / 1000, "connectx"), True, name)
+        tree.rdma_device(
+            device, "mlx5_an0", "Ethernet", rate_string(speed_mbps / 1000, "connectx"), True, name, subnet_manager=True
+        )
     else:
         # virtio-net: the netdev hangs below a virtio device inside the PCI function, as on real hosts.
         device = tree.pci_function(parent, address, VIRTIO_NET_ID, ETHERNET_CLASS, 0, "virtio-pci")

@@ -11,7 +11,8 @@ description:
     O(catalog_files) and in the C(GPUFABRIC_CATALOG) environment variable of the controller),
     validates it, and returns the plan for one host.
   - The plan is a dictionary with C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable),
-    C(env), C(resolved_by) and C(warnings); C(profile) is C(unknown) when nothing matches.
+    C(env), C(gpus) (model, count, nvswitch), C(nics) (the profile's GPU-network and
+    management NICs), C(resolved_by) and C(warnings); C(profile) is C(unknown) when nothing matches.
   - This is the same code that C(gpufabric plan) runs, so the playbook applies what the plan shows.
 options:
   profile:

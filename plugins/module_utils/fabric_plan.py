@@ -8,6 +8,7 @@ playbook applies.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ def plan_host(
             "roles_unavailable": [],
             "env": {},
             "gpus": {},
+            "nics": {},
             "resolved_by": None,
             "warnings": [f"{reason}; apply skips this host unless told which profile to use"],
         }
@@ -91,6 +93,8 @@ def plan_host(
         "env": dict(profile["tiers"][tier]["env"]),
         # What host-stack roles need from the profile (driver branch checks, fabric manager).
         "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
+        # What fabric roles need: NIC names, counts, MTU, RDMA devices of the GPU network and the management NIC.
+        "nics": copy.deepcopy(profile["nics"]),
         "resolved_by": reason,
         "warnings": warnings,
     }

@@ -317,12 +317,25 @@ def rdma_port(sysfs: Sysfs, device: str, port: str) -> dict[str, Any]:
             rate_gbit_s = float(match.group(1))
         else:
             sysfs.record(f"{base}/rate", f"invalid value {rate!r}")
-    gid_count = 0
-    for index in sysfs.listdir(f"{base}/gids"):
+    gids = []
+    for index in sorted((name for name in sysfs.listdir(f"{base}/gids") if name.isdigit()), key=int):
         gid = sysfs.text(f"{base}/gids/{index}")
         # The GID table has a fixed size; unused entries read as all zeros.
         if gid and gid.replace("0", "").replace(":", ""):
-            gid_count += 1
+            gids.append(
+                {
+                    "index": int(index),
+                    "gid": gid,
+                    # RoCE only; InfiniBand GIDs have no type or netdev (those files read EINVAL there).
+                    "type": _optional_text(sysfs, f"{base}/gid_attrs/types/{index}"),
+                    "netdev": _optional_text(sysfs, f"{base}/gid_attrs/ndevs/{index}"),
+                }
+            )
+    pkeys = []
+    for index in sorted((name for name in sysfs.listdir(f"{base}/pkeys") if name.isdigit()), key=int):
+        pkey = _hex(sysfs, f"{base}/pkeys/{index}")
+        if pkey:
+            pkeys.append(f"0x{pkey:04x}")
     return {
         "port": int(port),
         "state": _after_colon(sysfs.text(f"{base}/state")),
@@ -330,8 +343,34 @@ def rdma_port(sysfs: Sysfs, device: str, port: str) -> dict[str, Any]:
         "rate": rate,
         "rate_gbit_s": rate_gbit_s,
         "link_layer": sysfs.text(f"{base}/link_layer"),
-        "gid_count": gid_count,
+        "gid_count": len(gids),
+        "gids": gids,
+        # Assigned by the subnet manager: 0 on an InfiniBand port means no SM has configured it.
+        "lid": _hex(sysfs, f"{base}/lid"),
+        "sm_lid": _hex(sysfs, f"{base}/sm_lid"),
+        "pkeys": pkeys,
     }
+
+
+def _optional_text(sysfs: Sysfs, path: str) -> str | None:
+    """A file that some ports do not have, or that reads EINVAL on them: None, not an unreadable entry."""
+    try:
+        with open(sysfs.local(path), encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _hex(sysfs: Sysfs, path: str) -> int | None:
+    """A hexadecimal sysfs value such as a LID ("0x1a"); absent files give None, bad values are recorded."""
+    value = _optional_text(sysfs, path)
+    if value is None:
+        return None
+    try:
+        return int(value, 16)
+    except ValueError:
+        sysfs.record(path, f"invalid value {value!r}")
+        return None
 
 
 def rdma_netdev(sysfs: Sysfs, device: str, ports: list[str]) -> str | None:

@@ -112,7 +112,10 @@ ansible_facts:
               RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch) and C(ports).
             - Each port has C(port), C(state) (C(ACTIVE), C(DOWN), ...), C(phys_state) (C(LinkUp), C(Disabled), ...),
               C(rate) (as the kernel prints it), C(rate_gbit_s), C(link_layer) (C(InfiniBand), C(Ethernet), or
-              C(Unspecified) on EFA) and C(gid_count) (GID table entries in use).
+              C(Unspecified) on EFA), C(gid_count) (GID table entries in use), C(gids) (each in-use entry's
+              C(index), C(gid), C(type) such as C(RoCE v2) and C(netdev); type and netdev are null on
+              InfiniBand), C(lid) and C(sm_lid) (integers; 0 on an InfiniBand port means no subnet manager
+              configured it) and C(pkeys) (non-empty P_Key table entries such as C(0xffff)).
           type: list
           elements: dict
           sample:
@@ -132,6 +135,11 @@ ansible_facts:
                   rate_gbit_s: 400.0
                   link_layer: InfiniBand
                   gid_count: 1
+                  gids:
+                    - {index: 0, gid: "fe80:0000:0000:0000:0200:00ff:fe00:0001", type: null, netdev: null}
+                  lid: 2
+                  sm_lid: 1
+                  pkeys: ["0xffff"]
         affinity:
           description:
             - Per GPU (C(gpu), its PCI address), the names of the NICs and RDMA devices on its PCIe switch

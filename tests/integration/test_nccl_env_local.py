@@ -142,7 +142,8 @@ profiles:
   gcp/a3-megagpu-8g:
     tiers:
       best:
-        roles: [nccl_env, gcp_tcpxo]
+        # nccl_tests (issue 8) is not written yet; when it is, name another role that is not, or narrow to nccl_env.
+        roles: [nccl_env, nccl_tests]
 """
 
 

@@ -256,9 +256,36 @@ def test_nic_down_gvnic(tmp_path, baseline):
 def test_nic_down_infiniband(tmp_path, baseline):
     expected = copy.deepcopy(baseline("azure/Standard_ND96isr_H100_v5"))
     device = by_name(expected["rdma_devices"], "mlx5_ib0")
-    device["ports"][0].update(state="DOWN", phys_state="Disabled")
+    device["ports"][0].update(state="DOWN", phys_state="Disabled", lid=0, sm_lid=0)
     by_name(expected["nics"], "ib0").update(operstate="down", speed_mbps=None)
     assert build(tmp_path, "azure/Standard_ND96isr_H100_v5", Faults(nic_down=0)) == expected
+
+
+def test_infiniband_ports_have_lids_and_the_default_partition(tmp_path, baseline):
+    facts = baseline("nebius/gpu-h100-sxm")
+    for device in facts["rdma_devices"]:
+        (port,) = device["ports"]
+        assert port["lid"] > 1 and port["sm_lid"] == 1
+        assert port["pkeys"] == ["0xffff"]
+        assert [gid["type"] for gid in port["gids"]] == [None]
+
+
+def test_no_subnet_manager_leaves_ports_init_without_lids(tmp_path):
+    facts = build(tmp_path, "nebius/gpu-h100-sxm", Faults(no_subnet_manager=True))
+    for device in facts["rdma_devices"]:
+        (port,) = device["ports"]
+        assert (port["state"], port["phys_state"], port["lid"], port["sm_lid"]) == ("INIT", "LinkUp", 0, 0)
+
+
+def test_roce_gid_index_3_is_roce_v2_over_ipv4(tmp_path, baseline):
+    facts = baseline("oci/BM.GPU.H100.8")
+    for device in facts["rdma_devices"]:
+        if device["ports"][0]["link_layer"] != "Ethernet":
+            continue
+        gids = device["ports"][0]["gids"]
+        assert [gid["type"] for gid in gids] == ["IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"]
+        assert gids[3]["gid"].startswith("0000:0000:0000:0000:0000:ffff:")
+        assert gids[3]["netdev"] == device["netdev"]
 
 
 def test_nic_down_efa_has_only_a_port(tmp_path, baseline):
