@@ -224,6 +224,7 @@ class _Tree:
         # files read EINVAL there, so they are not written.
         link_local = f"fe80:0000:0000:0000:0200:00ff:fe00:{self.guids:04x}"
         ipv4_mapped = f"0000:0000:0000:0000:0000:ffff:0a00:{self.guids:04x}"
+        valid: list[tuple[str, str | None]]
         if infiniband:
             valid = [(link_local, None)]
         else:

@@ -140,7 +140,15 @@ def _check_link(item: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, st
     if rdma is not None:
         for port in rdma.get("ports", []):
             where = f"{rdma['name']} port {port['port']}"
-            if port.get("state") != "ACTIVE":
+            # Trained but never configured: an InfiniBand port at INIT with LID 0 was reached by no subnet manager.
+            unmanaged = port.get("link_layer") == "InfiniBand" and port.get("phys_state") == "LinkUp"
+            if port.get("state") != "ACTIVE" and unmanaged and not port.get("lid"):
+                message = (
+                    f"no subnet manager has configured {where} (LID 0, {port.get('state')}): "
+                    "start opensm/UFM on the fabric or check the switch"
+                )
+                out.append(_finding("error", "subnet_manager", rdma["name"], message))
+            elif port.get("state") != "ACTIVE":
                 message = f"{where} is {port.get('state')} ({port.get('phys_state')}); expected ACTIVE"
                 out.append(_finding("error", "link_down", rdma["name"], message))
             elif port.get("rate_gbit_s") is not None and port["rate_gbit_s"] < want_gbit:

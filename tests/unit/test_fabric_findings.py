@@ -72,6 +72,16 @@ def test_port_at_lower_rate(name, tmp_path):
     assert f"runs at {slow} Gb/s" in fabric_findings.findings(facts, catalog.get(name))[0]["message"]
 
 
+@pytest.mark.parametrize("name", [n for n in PROFILES if catalog.get(n)["nics"]["gpu"]["kind"] == "connectx_ib"])
+def test_no_subnet_manager_is_named_per_port(name, tmp_path):
+    facts = facts_for(name, tmp_path, Faults(no_subnet_manager=True))
+    found = fabric_findings.findings(facts, catalog.get(name))
+    assert {finding["check"] for finding in found} == {"subnet_manager"}
+    assert len(found) == catalog.get(name)["nics"]["gpu"]["count"]
+    assert all("no subnet manager has configured" in finding["message"] for finding in found)
+    assert all(finding["subject"] in finding["message"] for finding in found)
+
+
 @pytest.mark.parametrize("name", [n for n in PROFILES if catalog.get(n)["nics"]["gpu"].get("mtu")])
 def test_mtu_below_profile(name, tmp_path):
     facts = facts_for(name, tmp_path, Faults(mtu=(0, 1460)))
