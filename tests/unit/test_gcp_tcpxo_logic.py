@@ -1,0 +1,325 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gcp_tcpxo's logic molecule cannot reach: Ubuntu, image references, the guest-config checker, live NICs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+tcpxo = module_utils("gcp_tcpxo")
+catalog = module_utils("fabric_catalog")
+
+DIGEST_A = "sha256:" + "a" * 64
+DEBIAN12 = {
+    "distribution": "Debian",
+    "distribution_major_version": "12",
+    "distribution_version": "12.8",
+    "architecture": "x86_64",
+    "kernel": "6.1.0-37-cloud-amd64",
+}
+SETTINGS = {
+    "profile": "gcp/a3-megagpu-8g",
+    "gpu_nic_mtu": 0,
+    "ar_transport": True,
+    "ar_transport_key_url": "https://packages.cloud.google.com/apt/doc/apt-key.gpg",
+    "ar_transport_key_checksum": DIGEST_A,
+    "ar_transport_key_src": "",
+    "ar_transport_keyring": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
+    "repo_key_url": "https://us-apt.pkg.dev/doc/repo-signing-key.gpg",
+    "repo_key_checksum": DIGEST_A,
+    "repo_key_src": "",
+    "repo_keyring": "/etc/apt/keyrings/gpufabric-gcp-tcpxo.asc",
+    "ar_transport_repo_url": "https://packages.cloud.google.com/apt",
+    "ar_transport_repo_suite": "apt-transport-artifact-registry-stable",
+    "ar_transport_version": "",
+    "repo_url": "ar+https://us-apt.pkg.dev/projects/gce-ai-infra",
+    "repo_suite": "gpudirect-tcpxo-apt",
+    "import_helper_version": "1.0.0-1",
+    "registry": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo",
+    "rxdm_image": "tcpgpudmarxd-dev",
+    "rxdm_tag": "v1.0.21",
+    "rxdm_digest": DIGEST_A,
+    "rxdm_driver_libraries": ["libcuda.so.1", "libnvidia-ml.so.1"],
+    "rxdm_driver_lib_dir": "",
+    "rxdm_ready_timeout": 120,
+    "plugin_image": "nccl-plugin-gpudirecttcpx-dev",
+    "plugin_tag": "v1.0.15",
+    "plugin_digest": DIGEST_A,
+    "plugin_dir": "/var/lib/tcpxo",
+    "firewall_extra_interfaces": [],
+}
+
+
+def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
+    """What the fabric_plan lookup returns for tier best (the fields the role reads)."""
+    profile = catalog.load_catalog().get(name)
+    return {
+        "profile": name,
+        "fabric": profile["fabric"],
+        "env": dict(profile["tiers"]["best"]["env"]),
+        "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
+        "nics": copy.deepcopy(profile["nics"]),
+    }
+
+
+def test_the_catalog_profile_plans_without_errors():
+    plan = tcpxo.plan(DEBIAN12, SETTINGS, catalog_plan())
+    assert plan["errors"] == []
+    assert plan["warnings"] == []
+    assert plan["interfaces"] == [f"eth{index}" for index in range(1, 9)]
+    assert plan["firewall_interfaces"] == plan["interfaces"]
+    assert plan["lib_dir"] == "/usr/local/tcpxo/lib64"
+    assert plan["plugin_lib64"] == "/var/lib/tcpxo/lib64"
+    assert plan["tuner_config"] == "/usr/local/tcpxo/lib64/a3plus_tuner_config.textproto"
+    assert plan["guest_config"] == "/usr/local/tcpxo/lib64/a3plus_guest_config.textproto"
+    assert plan["rxdm_ref"] == f"us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev@{DIGEST_A}"
+    assert plan["gpu_devices"] == [f"/dev/nvidia{index}" for index in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"]
+    assert plan["driver_libraries"] == [
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    ]
+    # The catalog profile has no GPU-NIC MTU, so live MTU checks need gcp_tcpxo_gpu_nic_mtu.
+    assert plan["mtu"] == 0
+    assert tcpxo.plan(DEBIAN12, {**SETTINGS, "gpu_nic_mtu": 8244}, catalog_plan())["mtu"] == 8244
+
+
+@pytest.mark.parametrize(
+    ("facts", "headers"),
+    [
+        (DEBIAN12, ["linux-headers-6.1.0-37-cloud-amd64", "linux-headers-cloud-amd64"]),
+        (
+            {**DEBIAN12, "distribution_major_version": "13", "kernel": "6.12.41-1-amd64"},
+            ["linux-headers-6.12.41-1-amd64", "linux-headers-amd64"],
+        ),
+        (
+            {"distribution": "Ubuntu", "distribution_major_version": "22", "architecture": "x86_64",
+             "kernel": "6.8.0-1015-gcp"},
+            ["linux-headers-6.8.0-1015-gcp", "linux-headers-gcp"],
+        ),
+        (
+            {"distribution": "Ubuntu", "distribution_major_version": "24", "architecture": "x86_64",
+             "kernel": "6.8.0-45-generic"},
+            ["linux-headers-6.8.0-45-generic", "linux-headers-generic"],
+        ),
+    ],
+)  # fmt: skip
+def test_supported_distributions_and_their_kernel_headers(facts, headers):
+    settings = tcpxo.distro(facts)
+    assert settings["error"] == ""
+    assert settings["kernel_header_packages"] == headers
+    assert settings["packages"] == ["podman", "iptables"]
+    assert settings["driver_lib_dir"] == "/usr/lib/x86_64-linux-gnu"
+    assert settings["iptables"] == "/usr/sbin/iptables"
+
+
+def test_a_kernel_without_flavour_gets_its_exact_headers_only():
+    assert tcpxo.kernel_header_packages("6.9.0") == ["linux-headers-6.9.0"]
+
+
+@pytest.mark.parametrize(
+    ("facts", "message"),
+    [
+        ({**DEBIAN12, "distribution_major_version": "11", "distribution_version": "11.9"}, "Debian 11.9 is not"),
+        ({**DEBIAN12, "distribution": "Rocky", "distribution_major_version": "9"}, "Rocky"),
+        ({**DEBIAN12, "architecture": "aarch64"}, "architecture 'aarch64'"),
+    ],
+)
+def test_unsupported_hosts_are_refused(facts, message):
+    errors = tcpxo.plan(facts, SETTINGS, catalog_plan())["errors"]
+    assert len(errors) == 1 and message in errors[0]
+
+
+def test_unknown_profile_and_other_fabrics_are_refused():
+    unknown = tcpxo.plan(DEBIAN12, {**SETTINGS, "profile": "gcp/a9"}, {"profile": "unknown"})
+    assert unknown["errors"] == [
+        "gcp_tcpxo_profile 'gcp/a9' is not in the fabric catalog; accepted: a profile of fabric tcpxo such as "
+        "gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
+    ]
+    other = tcpxo.plan(DEBIAN12, SETTINGS, catalog_plan("gcp/a3-highgpu-8g"))
+    assert any("has fabric 'tcpx'; gcp_tcpxo serves fabric 'tcpxo'" in error for error in other["errors"])
+
+
+def test_missing_nvlstree_chunk_size_names_the_variable():
+    plan = catalog_plan()
+    del plan["env"]["NCCL_NVLSTREE_MAX_CHUNKSIZE"]
+    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    assert errors == [
+        "the catalog env of gcp/a3-megagpu-8g lacks NCCL_NVLSTREE_MAX_CHUNKSIZE: with NCCL_NVLS_ENABLE=1 Google's "
+        "guest-config checker (plugin v1.0.12 and later) aborts every NCCL job unless it is 131072"
+    ]
+
+
+def test_wrong_nvlstree_chunk_size_and_missing_checker_file_are_refused():
+    env = catalog_plan()["env"]
+    errors, _ = tcpxo.guest_config_findings({**env, "NCCL_NVLSTREE_MAX_CHUNKSIZE": "262144"}, "p")
+    assert errors == [
+        "the catalog env of p has NCCL_NVLSTREE_MAX_CHUNKSIZE=262144; Google's guest-config checker enforces "
+        "131072 (with NCCL_NVLS_ENABLE=1)"
+    ]
+    del env["NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"]
+    errors, _ = tcpxo.guest_config_findings(env, "p")
+    assert len(errors) == 1 and "lacks NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE" in errors[0]
+
+
+def test_simple_profile_needs_its_own_proto_and_no_nvls():
+    env = catalog_plan()["env"]
+    simple = {
+        **{key: value for key, value in env.items() if key != "NCCL_NVLSTREE_MAX_CHUNKSIZE"},
+        "NCCL_PROTO": "Simple",
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_TUNER_CONFIG_PATH": "/usr/local/tcpxo/lib64/a3plus_tuner_config_simple.textproto",
+        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/tcpxo/lib64/a3plus_guest_config_simple.textproto",
+    }
+    assert tcpxo.guest_config_findings(simple, "p") == ([], [])
+    errors, _ = tcpxo.guest_config_findings({**simple, "NCCL_PROTO": "Simple,LL128", "NCCL_NVLS_ENABLE": "1"}, "p")
+    assert errors == [
+        "the catalog env of p has NCCL_PROTO=Simple,LL128; the simple guest config expects NCCL_PROTO=Simple",
+        "the catalog env of p uses the simple guest config, which expects NCCL_NVLS_ENABLE=0",
+    ]
+    mixed = {**simple, "NCCL_TUNER_CONFIG_PATH": env["NCCL_TUNER_CONFIG_PATH"]}
+    errors, _ = tcpxo.guest_config_findings(mixed, "p")
+    assert len(errors) == 1 and "mixes config variants" in errors[0]
+
+
+def test_nccl_algo_is_only_a_warning():
+    plan = catalog_plan()
+    plan["env"]["NCCL_ALGO"] = "Ring,Tree"
+    result = tcpxo.plan(DEBIAN12, SETTINGS, plan)
+    assert result["errors"] == []
+    assert result["warnings"] == [
+        "the catalog env of gcp/a3-megagpu-8g sets NCCL_ALGO=Ring,Tree: the guest-config checker flags it as "
+        "unexpected and Google recommends leaving it unset (plugin v1.0.12 and later)"
+    ]
+
+
+def test_plugin_directory_must_be_on_the_library_path():
+    plan = catalog_plan()
+    plan["env"]["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64"
+    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    assert errors == [
+        "the catalog env of gcp/a3-megagpu-8g has LD_LIBRARY_PATH=/usr/local/nvidia/lib64, which lacks the plugin "
+        "directory /usr/local/tcpxo/lib64 its tuner and checker configs are in"
+    ]
+
+
+def test_nic_names_must_agree_with_the_env():
+    plan = catalog_plan()
+    plan["nics"]["gpu"]["interfaces"] = ["enp6s0", "enp7s0", "enp13s0", "enp14s0"] + [f"eth{i}" for i in range(5, 9)]
+    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    assert len(errors) == 1 and "NCCL_FASTRAK_IFNAME=eth1,eth2" in errors[0] and "enp6s0" in errors[0]
+    plan = catalog_plan()
+    plan["nics"]["gpu"]["interfaces"] = ["eth1"]
+    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    assert any("names 1 GPU NIC interfaces for 8 GPU NICs" in error for error in errors)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"import_helper_version": ""}, "gcp_tcpxo_import_helper_version '' is not accepted"),
+        ({"rxdm_digest": ""}, "gcp_tcpxo_rxdm_digest '' is not accepted"),
+        ({"plugin_digest": "sha256:abc"}, "gcp_tcpxo_plugin_digest 'sha256:abc' is not accepted"),
+        ({"registry": "https://us-docker.pkg.dev/x"}, "gcp_tcpxo_registry 'https://us-docker.pkg.dev/x'"),
+        ({"repo_key_checksum": ""}, "gcp_tcpxo_repo_key_checksum '' is not accepted"),
+        ({"ar_transport_key_checksum": "md5:1"}, "gcp_tcpxo_ar_transport_key_checksum 'md5:1' is not accepted"),
+        ({"repo_key_url": "http://x/key"}, "gcp_tcpxo_repo_key_url 'http://x/key' is not accepted"),
+        ({"repo_keyring": "/etc/apt/keyrings/k.key"}, "gcp_tcpxo_repo_keyring '/etc/apt/keyrings/k.key' is not"),
+        ({"repo_url": "ftp://mirror"}, "gcp_tcpxo_repo_url 'ftp://mirror' is not accepted"),
+        ({"rxdm_ready_timeout": 0}, "gcp_tcpxo_rxdm_ready_timeout 0 is not accepted"),
+        ({"gpu_nic_mtu": -1}, "gcp_tcpxo_gpu_nic_mtu -1 is not accepted"),
+        ({"firewall_extra_interfaces": ["eth0; rm"]}, "interface name 'eth0; rm' is not accepted"),
+        ({"rxdm_tag": "v1.0.20"}, "gcp_tcpxo_rxdm_tag v1.0.20 does not belong with gcp_tcpxo_plugin_tag v1.0.15"),
+        ({"ar_transport_version": "latest"}, "gcp_tcpxo_ar_transport_version 'latest' is not accepted"),
+        ({"rxdm_driver_libraries": ["/lib/libcuda.so.1"]}, "entry '/lib/libcuda.so.1' is not accepted"),
+    ],
+)
+def test_bad_input_is_refused_with_the_variable_named(override, message):
+    errors = tcpxo.plan(DEBIAN12, {**SETTINGS, **override}, catalog_plan())["errors"]
+    assert len(errors) == 1, errors
+    assert message in errors[0]
+
+
+def test_key_from_the_controller_needs_no_checksum_and_no_transport_needs_no_transport_key():
+    settings = {**SETTINGS, "repo_key_checksum": "", "repo_key_src": "/tmp/key.gpg"}
+    assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
+    settings = {**SETTINGS, "ar_transport": False, "ar_transport_key_checksum": "", "ar_transport_keyring": ""}
+    assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
+
+
+def test_unknown_release_pairs_only_warn():
+    result = tcpxo.plan(DEBIAN12, {**SETTINGS, "plugin_tag": "v1.0.16", "rxdm_tag": "v1.0.22"}, catalog_plan())
+    assert result["errors"] == []
+    assert len(result["warnings"]) == 1 and "v1.0.16 is not in the role's release table" in result["warnings"][0]
+
+
+def test_extra_firewall_interfaces_are_added_once():
+    result = tcpxo.plan(DEBIAN12, {**SETTINGS, "firewall_extra_interfaces": ["eth0", "eth1"]}, catalog_plan())
+    assert result["firewall_interfaces"] == [f"eth{index}" for index in range(1, 9)] + ["eth0"]
+
+
+def test_nic_findings_name_each_missing_down_or_small_nic():
+    hardware = {
+        "nics": [
+            {"name": "eth1", "operstate": "up", "mtu": 8244},
+            {"name": "eth2", "operstate": "down", "mtu": 8244},
+            {"name": "eth3", "operstate": "up", "mtu": 1460},
+        ]
+    }
+    assert tcpxo.nic_findings(hardware, ["eth1", "eth2", "eth3", "eth4"], 8244) == [
+        "eth2 is down (operstate), not up",
+        "eth3 has MTU 1460, below 8244",
+        "eth4 is missing",
+    ]
+    assert tcpxo.nic_findings(hardware, ["eth1", "eth3"], 0) == []
+
+
+def test_packages_pending_holds_and_transport():
+    settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": "20220622.00-1"}
+    fresh = tcpxo.packages({"podman": [{"version": "4.3.1"}]}, settings, ["podman", "iptables"])
+    assert [p["spec"] for p in fresh["held"]] == [
+        "dmabuf-import-helper=1.0.0-1",
+        "apt-transport-artifact-registry=20220622.00-1",
+    ]
+    assert fresh["pending"] == ["dmabuf-import-helper", "apt-transport-artifact-registry"]
+    assert fresh["transport_pending"] is True
+    assert fresh["missing"] == ["iptables"]
+    installed = {
+        "dmabuf-import-helper": [{"version": "1.0.0-1"}],
+        "apt-transport-artifact-registry": [{"version": "20220622.00-1"}],
+        "podman": [{"version": "4.3.1"}],
+        "iptables": [{"version": "1.8.9-2"}],
+    }
+    converged = tcpxo.packages(installed, settings, ["podman", "iptables"])
+    assert converged["pending"] == [] and converged["transport_pending"] is False and converged["missing"] == []
+    moved = tcpxo.packages(installed, {**settings, "import_helper_version": "1.0.1-1"}, [])
+    assert moved["pending"] == ["dmabuf-import-helper"]
+
+
+def test_unpinned_transport_is_installed_once_and_not_held():
+    settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": ""}
+    fresh = tcpxo.packages({}, settings, [])
+    assert fresh["transport"]["spec"] == "apt-transport-artifact-registry"
+    assert [p["name"] for p in fresh["held"]] == ["dmabuf-import-helper"]
+    assert fresh["transport_pending"] is True
+    installed = {"apt-transport-artifact-registry": [{"version": "20250101.00-1"}]}
+    assert tcpxo.packages(installed, settings, [])["transport_pending"] is False
+    assert tcpxo.packages({}, {**settings, "ar_transport": False}, [])["transport"] is None
+
+
+def test_env_differences_read_googles_profile():
+    env = catalog_plan()["env"]
+    script = "\n".join(
+        f"export {name}={value.replace('/usr/local/tcpxo/lib64', '${NCCL_LIB_DIR}')}"
+        for name, value in env.items()
+        if name.startswith("NCCL_")
+    )
+    assert tcpxo.env_differences(script, env, "/usr/local/tcpxo/lib64") == []
+    changed = script.replace("NCCL_MIN_NCHANNELS=4", "NCCL_MIN_NCHANNELS=8") + '\nexport NCCL_ALGO="Ring,Tree"\n'
+    assert tcpxo.env_differences(changed, env, "/usr/local/tcpxo/lib64") == [
+        "NCCL_MIN_NCHANNELS is 4 in the catalog env, 8 in Google's profile",
+        "NCCL_ALGO=Ring,Tree is in Google's profile but not in the catalog env",
+    ]
+    assert tcpxo.env_differences("# nothing exported\n", env, "/x") == []
