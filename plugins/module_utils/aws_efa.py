@@ -1,0 +1,451 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the aws_efa role downloads, how it runs AWS's EFA installer, and how it reads the result.
+
+Pure Python (stdlib only) so that what molecule cannot reach is unit-tested: the installer flags
+for bake and live mode, which installer versions support which distribution and bundle
+aws-ofi-nccl, the checksums AWS published, the installer's version marker, and the output of
+``fi_info -p efa``. The role calls it through the filter gpufabric.cluster.aws_efa
+(plugins/filter/aws_efa.py).
+
+Facts and their sources (see roles/aws_efa/README.md for the full list):
+
+- Flags -y/-n/-l/-k/-m/-d/-g and /opt/amazon/efa_installed_packages ("# EFA installer version: X"):
+  efa_installer.sh itself (usage() and write_package_file()).
+- --mpi=openmpi4: AWS EC2 User Guide, "Get started with EFA and NCCL" (efa-start-nccl).
+- Distribution support and the first versions that bundle aws-ofi-nccl (libnccl-ofi): AWS EC2 User
+  Guide, "Elastic Fabric Adapter release notes" (efa-changelog).
+- Published SHA256 checksums: AWS ParallelCluster's cookbook (aws/aws-parallelcluster-cookbook,
+  attributes/environment.rb), which copies them from the EC2 User Guide page efa-verify.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+DEFAULT_BASE_URL = "https://efa-installer.amazonaws.com"
+VERIFY_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-verify.html"
+SIGNING_KEY_URL = "https://efa-installer.amazonaws.com/aws-efa-installer.key"
+SIGNING_KEY_FINGERPRINT = "4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC"
+MARKER_FILE = "/opt/amazon/efa_installed_packages"
+
+# SHA256 of aws-efa-installer-<version>.tar.gz as AWS published them (efa-verify), quoted by AWS
+# ParallelCluster's cookbook: 1.38.0 in PR #2892, 1.38.1 in commit 05b17d7, 1.41.0 in PR #2953.
+# Only versions that bundle aws-ofi-nccl (1.38.0 and later) are listed.
+PUBLISHED_SHA256 = {
+    "1.38.0": "4f436954f35ad53754b4d005fd8d0be63de3b4184de41a695b504bdce0fecb22",
+    "1.38.1": "83923374afd388b1cfcf4b3a21a2b1ba7cf46a01a587f7b519b8386cb95e4f81",
+    "1.41.0": "3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f",
+}
+
+# Which installer versions support a distribution (efa-changelog): (first, first without it); None = open.
+DISTRO_SUPPORT: dict[str, tuple[str | None, str | None]] = {
+    "ubuntu-20.04": (None, "1.43.0"),
+    "ubuntu-22.04": ("1.18.0", None),
+    "ubuntu-24.04": ("1.33.0", None),
+    "debian-10": ("1.23.0", "1.40.0"),
+    "debian-11": ("1.24.0", "1.51.0"),
+    "debian-12": ("1.36.0", None),
+    "debian-13": ("1.46.0", None),
+    "amazon-2": (None, "1.50.0"),
+    "amazon-2023": ("1.25.0", None),
+    "rocky-8": ("1.20.0", None),
+    "rocky-9": ("1.21.0", None),
+    "redhat-9": ("1.26.0", None),
+}
+DISTRO_NAMES = {
+    "ubuntu": "Ubuntu",
+    "debian": "Debian",
+    "amazon": "Amazon Linux",
+    "rocky": "Rocky Linux",
+    "redhat": "RHEL",
+}
+
+# First installer version that ships aws-ofi-nccl (libnccl-ofi) at /opt/amazon/ofi-nccl (efa-changelog):
+# 1.38.0 added it; 1.40.0 added it on ARM for Ubuntu and Amazon Linux 2023; 1.46.0 on RHEL 9, Rocky 9, Debian 13.
+PLUGIN_SINCE_DEFAULT = "1.38.0"
+PLUGIN_SINCE = {"debian-13": "1.46.0", "redhat-9": "1.46.0", "rocky-9": "1.46.0"}
+PLUGIN_SINCE_ARM = {"ubuntu": "1.40.0", "amazon": "1.40.0"}
+
+# Instance types that need a newer plugin than the installer's default support: libnccl-ofi 1.15.0
+# (installer 1.42.0) "Added Amazon EC2 P6-B200 platform support" (efa-changelog).
+INSTANCE_MIN_VERSION = {"p6-b200.48xlarge": ("1.42.0", "aws-ofi-nccl 1.15.0 (installer 1.42.0) added P6-B200 support")}
+# --mpi= selects the Open MPI flavours; the installer installs both without it since 1.30.0.
+MPI_SINCE = "1.30.0"
+MPI_CHOICES = ("openmpi4", "openmpi5")
+
+# Flags the role sets from its own variables; aws_efa_extra_flags may not repeat them.
+MANAGED_FLAGS = {
+    "-y": "always set",
+    "--yes": "always set",
+    "-l": "always set (the role writes the memlock limits)",
+    "--skip-limit-conf": "always set (the role writes the memlock limits)",
+    "-n": "aws_efa_bake",
+    "--no-verify": "aws_efa_bake",
+    "-k": "aws_efa_kmod",
+    "--skip-kmod": "aws_efa_kmod",
+    "-m": "aws_efa_minimal",
+    "--minimal": "aws_efa_minimal",
+    "--mpi": "aws_efa_mpi",
+    "-u": "never (it uninstalls)",
+    "--uninstall": "never (it uninstalls)",
+}
+
+# Debian/Ubuntu packages put aws-ofi-nccl under lib/<multiarch>; the catalog names .../lib.
+MULTIARCH = {
+    "x86_64": "x86_64-linux-gnu",
+    "amd64": "x86_64-linux-gnu",
+    "aarch64": "aarch64-linux-gnu",
+    "arm64": "aarch64-linux-gnu",
+}
+PLUGIN_DIR = "/opt/amazon/ofi-nccl/lib"
+PLUGIN_LIBRARIES = ("libnccl-net.so", "libnccl-net-ofi.so")
+LIBFABRIC_DIR = "/opt/amazon/efa/lib"
+OPENMPI4_DIR = "/opt/amazon/openmpi/lib"
+SOCKET_FALLBACK = (
+    "NCCL then falls back to its Socket transport (NET/OFI No eligible providers were found), about 100x slower"
+)
+
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+MARKER_RE = re.compile(r"^#\s*EFA installer version:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """'1.41.0' -> (1, 41, 0); ValueError for anything that is not X.Y.Z."""
+    if not VERSION_RE.match(str(version)):
+        raise ValueError(version)
+    return tuple(int(part) for part in str(version).split("."))
+
+
+def at_least(version: str, minimum: str | None) -> bool:
+    return minimum is None or parse_version(version) >= parse_version(minimum)
+
+
+def tarball_name(version: str) -> str:
+    return f"aws-efa-installer-{version}.tar.gz"
+
+
+def installer_url(base_url: str, version: str, url: str = "") -> str:
+    """The tarball's URL: the explicit URL, else base URL / aws-efa-installer-<version>.tar.gz."""
+    return url or f"{base_url.rstrip('/')}/{tarball_name(version)}"
+
+
+def distro_key(distribution: str, version: str) -> str:
+    """('Ubuntu', '22.04') -> 'ubuntu-22.04'; ('Debian', '12.8') -> 'debian-12'; ('Amazon', '2023') -> 'amazon-2023'."""
+    name = distribution.lower().replace(" ", "")
+    name = {"redhatenterpriselinux": "redhat", "rhel": "redhat", "rockylinux": "rocky"}.get(name, name)
+    if name == "ubuntu":
+        return f"ubuntu-{'.'.join(str(version).split('.')[:2])}"
+    return f"{name}-{str(version).split('.')[0]}"
+
+
+def distro_label(key: str) -> str:
+    name, _, version = key.partition("-")
+    return f"{DISTRO_NAMES.get(name, name)} {version}"
+
+
+def plugin_since(key: str, architecture: str) -> str | None:
+    """First installer version that bundles aws-ofi-nccl on this distribution; None when AWS does not say."""
+    if MULTIARCH.get(architecture) == "aarch64-linux-gnu":
+        return PLUGIN_SINCE_ARM.get(key.partition("-")[0])
+    return PLUGIN_SINCE.get(key, PLUGIN_SINCE_DEFAULT)
+
+
+def multiarch(os_family: str, architecture: str) -> str:
+    """The multiarch directory Debian-family packages install libraries into; '' elsewhere."""
+    return MULTIARCH.get(architecture, "") if os_family == "Debian" else ""
+
+
+def installer_flags(*, bake: bool, kmod: bool, minimal: bool, mpi: list[str], extra: list[str]) -> list[str]:
+    """efa_installer.sh arguments.
+
+    Always -y (unattended) and --skip-limit-conf (the role writes the memlock limits itself). Bake adds
+    --no-verify: an image builder has no EFA device for the installer's post-install check. --skip-kmod
+    when the AWS kernel module is not wanted (containers; the distribution kernel's in-tree efa module
+    instead). --minimal installs only the module and rdma-core; otherwise --mpi= picks Open MPI.
+    """
+    flags = ["-y", "--skip-limit-conf"]
+    if bake:
+        flags.append("--no-verify")
+    if not kmod:
+        flags.append("--skip-kmod")
+    if minimal:
+        flags.append("--minimal")
+    elif mpi:
+        flags.append("--mpi=" + ",".join(mpi))
+    return flags + list(extra)
+
+
+def installed_version(marker_text: str) -> str | None:
+    """The version in /opt/amazon/efa_installed_packages ('# EFA installer version: 1.41.0'), or None."""
+    match = MARKER_RE.search(marker_text or "")
+    return match.group(1) if match else None
+
+
+def read_state(text: str) -> dict[str, Any] | None:
+    """The role's own record of its last install (JSON), or None when absent or unreadable."""
+    try:
+        state = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def install_reason(installed: str | None, state: dict[str, Any] | None, version: str, flags: list[str]) -> str:
+    """Why the installer must run, or '' when the host already has the pinned version installed this way.
+
+    A host whose marker shows the pin but that the role did not install (e.g. an AMI with EFA preinstalled)
+    is kept as it is: the library checks that follow still prove what the catalog needs is there.
+    """
+    if installed is None:
+        return f"no EFA software installed ({MARKER_FILE} absent)"
+    if installed != version:
+        return f"EFA installer {installed} is installed; the pin is {version}"
+    if state and state.get("version") == version and state.get("flags") != flags:
+        return f"installed with flags {' '.join(state.get('flags') or [])}; the role now runs {' '.join(flags)}"
+    return ""
+
+
+def _check_inputs(inputs: dict[str, Any]) -> str:
+    """The first bad input, as a sentence naming the value, the variable and what is accepted; '' if none."""
+    version = str(inputs["version"])
+    if not VERSION_RE.match(version):
+        return (
+            f"aws_efa_version '{version}' is not a release version; accepted: X.Y.Z such as 1.41.0 "
+            "(never 'latest', which moves under a pin)"
+        )
+    sha256 = str(inputs.get("sha256") or "").lower()
+    url = installer_url(inputs.get("base_url") or DEFAULT_BASE_URL, version, inputs.get("url") or "")
+    if not sha256:
+        return (
+            f"aws_efa_sha256 is empty; accepted: the SHA256 AWS publishes for {tarball_name(version)} "
+            f"({VERIFY_DOC}), after checking the tarball's GPG signature {url}.sig with {SIGNING_KEY_URL} "
+            f"(fingerprint {SIGNING_KEY_FINGERPRINT})"
+        )
+    if not SHA256_RE.match(sha256):
+        return f"aws_efa_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal characters"
+    published = PUBLISHED_SHA256.get(version)
+    if published and published != sha256:
+        return (
+            f"aws_efa_sha256 '{sha256}' is not the checksum AWS published for {tarball_name(version)}; "
+            f"accepted: {published} (change aws_efa_version and aws_efa_sha256 together)"
+        )
+    for flavour in inputs.get("mpi") or []:
+        if flavour not in MPI_CHOICES:
+            return f"aws_efa_mpi '{flavour}' is not an Open MPI flavour; accepted: {', '.join(MPI_CHOICES)}"
+    for flag in inputs.get("extra_flags") or []:
+        name = str(flag).split("=", 1)[0]
+        if name in MANAGED_FLAGS:
+            return (
+                f"aws_efa_extra_flags '{flag}' is managed by the role ({MANAGED_FLAGS[name]}); accepted: other "
+                "efa_installer.sh options such as -d (debug packages) or --enable-ngc"
+            )
+    return ""
+
+
+def _check_support(inputs: dict[str, Any], key: str) -> str:
+    version = str(inputs["version"])
+    support = DISTRO_SUPPORT.get(key)
+    if support is None:
+        known = ", ".join(distro_label(k) for k in DISTRO_SUPPORT)
+        given = f"{inputs.get('distribution', '')} {inputs.get('distribution_version', '')}".strip()
+        return f"{given} is not supported by the EFA installer; accepted: {known}"
+    first, dropped = support
+    if not at_least(version, first) or (dropped and at_least(version, dropped)):
+        accepted = " and ".join(
+            part for part in (f"{first} or newer" if first else "", f"older than {dropped}" if dropped else "") if part
+        )
+        return f"aws_efa_version {version} does not support {distro_label(key)}; accepted: {accepted}"
+    if not inputs.get("minimal"):
+        since = plugin_since(key, inputs.get("architecture", "x86_64"))
+        if since and not at_least(version, since):
+            return (
+                f"aws_efa_version {version} does not bundle aws-ofi-nccl on {distro_label(key)}, and the catalog "
+                f"environment loads NCCL's plugin from /opt/amazon/ofi-nccl; accepted: {since} or newer, or "
+                "aws_efa_minimal=true with the plugin from elsewhere"
+            )
+        if inputs.get("mpi") and not at_least(version, MPI_SINCE):
+            return f"aws_efa_mpi needs installer {MPI_SINCE} or newer (version {version}); accepted: [] before it"
+    instance = str(inputs.get("profile", "")).rpartition("/")[2]
+    if instance in INSTANCE_MIN_VERSION:
+        minimum, why = INSTANCE_MIN_VERSION[instance]
+        if not at_least(version, minimum):
+            return f"aws_efa_version {version} is too old for {instance} ({why}); accepted: {minimum} or newer"
+    return ""
+
+
+def plan(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Everything the role needs for one host, or {'error': sentence} for the first bad input.
+
+    inputs: version, sha256, base_url, url, bake, kmod, minimal, mpi, extra_flags, work_dir, profile,
+    distribution, distribution_version, os_family, architecture, ld_library_path (the catalog's), marker
+    (text of /opt/amazon/efa_installed_packages, '' if absent), state (the role's state file, '' if absent).
+    """
+    error = _check_inputs(inputs)
+    key = distro_key(str(inputs.get("distribution", "")), str(inputs.get("distribution_version", "")))
+    if not error:
+        error = _check_support(inputs, key)
+    if error:
+        return {"error": error}
+    version = str(inputs["version"])
+    minimal = bool(inputs.get("minimal"))
+    flags = installer_flags(
+        bake=bool(inputs.get("bake")),
+        kmod=bool(inputs.get("kmod", True)),
+        minimal=minimal,
+        mpi=list(inputs.get("mpi") or []),
+        extra=[str(flag) for flag in inputs.get("extra_flags") or []],
+    )
+    work_dir = str(inputs.get("work_dir") or "/var/cache/gpufabric/aws-efa").rstrip("/")
+    installed = installed_version(str(inputs.get("marker") or ""))
+    state = read_state(str(inputs.get("state") or ""))
+    arch_dir = multiarch(str(inputs.get("os_family", "")), str(inputs.get("architecture", "")))
+    return {
+        "error": "",
+        "distro": key,
+        "version": version,
+        "sha256": str(inputs["sha256"]).lower(),
+        "url": installer_url(inputs.get("base_url") or DEFAULT_BASE_URL, version, inputs.get("url") or ""),
+        "tarball": f"{work_dir}/{tarball_name(version)}",
+        "unpack_dir": f"{work_dir}/{version}",
+        "installer_dir": f"{work_dir}/{version}/aws-efa-installer",
+        "flags": flags,
+        "installed": installed,
+        "install_reason": install_reason(installed, state, version, flags),
+        "multiarch_plugin_dir": f"{PLUGIN_DIR}/{arch_dir}" if arch_dir else "",
+        "components": components(minimal, list(inputs.get("mpi") or []), flags),
+        "library_candidates": library_candidates(str(inputs.get("ld_library_path") or "")),
+    }
+
+
+def components(minimal: bool, mpi: list[str], flags: list[str]) -> list[str]:
+    """What the installer puts on the host besides the kernel module and rdma-core."""
+    if minimal:
+        return []
+    found = ["libfabric"]
+    if "--skip-plugin" not in flags:
+        found.append("aws-ofi-nccl")
+    if "--skip-mpi" not in flags:
+        found += mpi or list(MPI_CHOICES)
+    return found
+
+
+# ---------------------------------------------------------------------------
+# What the catalog environment needs, and what is there
+# ---------------------------------------------------------------------------
+
+# Which component each catalog LD_LIBRARY_PATH directory holds, and the file that proves it.
+CATALOG_DIRS = {
+    PLUGIN_DIR: ("aws-ofi-nccl", PLUGIN_LIBRARIES),
+    LIBFABRIC_DIR: ("libfabric", ("libfabric.so.1", "libfabric.so")),
+    OPENMPI4_DIR: ("openmpi4", ("libmpi.so.40", "libmpi.so")),
+}
+# Without these NCCL cannot use EFA; without Open MPI only MPI-launched jobs (nccl-tests with MPI=1) suffer.
+REQUIRED_FOR_NCCL = ("aws-ofi-nccl", "libfabric")
+
+
+def library_candidates(ld_library_path: str) -> list[str]:
+    """The library files that prove each catalog LD_LIBRARY_PATH directory holds what it should."""
+    dirs = [d.rstrip("/") for d in ld_library_path.split(":") if d]
+    return [f"{d}/{name}" for d in dirs if d in CATALOG_DIRS for name in CATALOG_DIRS[d][1]]
+
+
+def library_findings(ld_library_path: str, found: list[str], wanted: list[str]) -> list[dict[str, str]]:
+    """Check the catalog's LD_LIBRARY_PATH against the files found there (resolved paths of regular files).
+
+    found: paths of the libraries present in those directories (symlinks already resolved to files).
+    wanted: what the installer was asked to install (plan 'components').
+    Returns findings {severity, message}: error when NCCL could not use EFA, warning otherwise.
+    """
+    names_by_dir: dict[str, set[str]] = {}
+    for path in found:
+        directory, _, name = str(path).rpartition("/")
+        names_by_dir.setdefault(directory, set()).add(name)
+    findings = []
+    for directory in [d.rstrip("/") for d in ld_library_path.split(":") if d]:
+        if directory not in CATALOG_DIRS:
+            continue
+        component, files = CATALOG_DIRS[directory]
+        present = names_by_dir.get(directory, set())
+        if any(name in present for name in files):
+            continue
+        if component not in wanted:
+            findings.append(
+                {
+                    "severity": "warning",
+                    "message": (
+                        f"the catalog environment puts {directory} on LD_LIBRARY_PATH, but the role did not install "
+                        f"{component} there (aws_efa_minimal, aws_efa_mpi or aws_efa_extra_flags exclude it)"
+                        + (f"; on this host {SOCKET_FALLBACK}" if component in REQUIRED_FOR_NCCL else "")
+                    ),
+                }
+            )
+            continue
+        severity = "error" if component in REQUIRED_FOR_NCCL else "warning"
+        consequence = f"; {SOCKET_FALLBACK}" if severity == "error" else "; MPI-launched jobs will not find Open MPI"
+        findings.append(
+            {
+                "severity": severity,
+                "message": (
+                    f"{component} is not in {directory} (expected one of {', '.join(files)}), the directory the "
+                    f"catalog environment puts on LD_LIBRARY_PATH{consequence}"
+                ),
+            }
+        )
+    return findings
+
+
+# ---------------------------------------------------------------------------
+# fi_info
+# ---------------------------------------------------------------------------
+
+
+def parse_fi_info(text: str) -> list[dict[str, str]]:
+    """Split `fi_info` output into entries: each starts at 'provider:' and holds its 'key: value' lines."""
+    entries: list[dict[str, str]] = []
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition(":")
+        if not sep or not key or " " in key:
+            continue
+        if key == "provider":
+            entries.append({})
+        if entries:
+            entries[-1].setdefault(key, value.strip())
+    return entries
+
+
+def efa_domains(text: str) -> list[str]:
+    """The EFA devices fi_info lists: one RDM domain per device (efa_0-rdm, rdmap16s27-rdm, ...)."""
+    domains = set()
+    for entry in parse_fi_info(text):
+        provider = entry.get("provider", "").split(";")[0]
+        if provider != "efa" or "domain" not in entry:
+            continue
+        if entry.get("type", "FI_EP_RDM") != "FI_EP_RDM":
+            continue
+        domains.add(entry["domain"])
+    return sorted(domains)
+
+
+def fi_info_report(text: str, expected: int, profile: str) -> dict[str, Any]:
+    """{'domains', 'count', 'expected', 'ok', 'message'}; the message says what is missing and what it costs."""
+    domains = efa_domains(text)
+    ok = len(domains) >= expected
+    if ok:
+        message = (
+            f"fi_info -p efa lists {len(domains)} EFA device(s) ({', '.join(domains)}); {profile} expects {expected}"
+        )
+    elif not domains:
+        message = (
+            f"fi_info -p efa lists no EFA device; {profile} expects {expected}. Libfabric cannot open EFA "
+            f"(efa kernel module, the devices attached at launch, /dev/infiniband), so {SOCKET_FALLBACK}"
+        )
+    else:
+        message = (
+            f"fi_info -p efa lists {len(domains)} EFA device(s) ({', '.join(domains)}); {profile} expects {expected}. "
+            f"NCCL would use only {len(domains)} of {expected} EFA links, at most {len(domains)}/{expected} of the "
+            "bandwidth; check that every network card was attached as EFA at launch"
+        )
+    return {"domains": domains, "count": len(domains), "expected": expected, "ok": ok, "message": message}
