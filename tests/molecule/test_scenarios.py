@@ -29,7 +29,10 @@ RECAP = re.compile(r"^\W*(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # What a check-mode pass on a fresh host must leave untouched: file -> content from prepare.yml.
-FRESH_FILES = {"nccl_env": {"/etc/nccl.conf": "NCCL_NET=gIB\n", "/etc/profile.d/gpufabric-nccl.sh": None}}
+FRESH_FILES = {
+    "nccl_env": {"/etc/nccl.conf": "NCCL_NET=gIB\n", "/etc/profile.d/gpufabric-nccl.sh": None},
+    "roce": {"/etc/gpufabric/roce-qos.conf": None},
+}
 # Scenarios that only read (facts modules): no step may ever report a change.
 READ_ONLY = {"fabric_facts"}
 

@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every catalog profile's best tier names its fabric's role, that role exists, and site.yml feeds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufabric.collection import module_utils
+
+fabric_catalog = module_utils("fabric_catalog")
+fabric_plan = module_utils("fabric_plan")
+
+REPO = Path(__file__).resolve().parents[2]
+FABRIC_ROLE = {
+    "tcpx": "gcp_tcpx",
+    "tcpxo": "gcp_tcpxo",
+    "gpudirect_rdma": "gcp_gpudirect_rdma",
+    "infiniband": "infiniband",
+    "efa": "aws_efa",
+    "roce": "roce",
+}
+# What every fabric role takes from site.yml, so one playbook drives all of them the same way.
+SITE_INPUTS = ("profile", "catalog_files", "bake", "hw_root", "hardware_check")
+CATALOG = fabric_catalog.load_catalog()
+PROFILES = sorted(CATALOG.profiles)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_best_tier_reads_the_hardware_first_then_runs_its_fabric_role(name):
+    plan = fabric_plan.plan_host({"gpufabric_profile": name}, CATALOG)
+    role = FABRIC_ROLE[plan["fabric"]]
+    assert plan["roles"][0] == "fabric_facts", "nothing may be installed before the hardware was read"
+    assert role in plan["roles"]
+    assert role not in plan["roles_unavailable"], f"{role} is in the catalog but not written"
+    # The fabric role comes after the host stack and before the environment that points into it.
+    assert plan["roles"].index(role) > plan["roles"].index("nvidia_driver")
+    assert plan["roles"].index(role) < plan["roles"].index("nccl_env")
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_standard_tier_runs_no_fabric_role(name):
+    plan = fabric_plan.plan_host({"gpufabric_profile": name, "gpufabric_tier": "standard"}, CATALOG)
+    assert not set(plan["roles"]) & set(FABRIC_ROLE.values())
+
+
+@pytest.mark.parametrize("role", sorted(FABRIC_ROLE.values()))
+def test_site_playbook_passes_the_fabric_inputs(role):
+    site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
+    (include,) = [task for task in site[0]["tasks"] if task.get("ansible.builtin.include_role")]
+    options = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
+    options = options["argument_specs"]["main"]["options"]
+    for name in SITE_INPUTS:
+        assert f"{role}_{name}" in include["vars"], f"site.yml does not pass {role}_{name}"
+        assert f"{role}_{name}" in options, f"{role} does not declare {role}_{name}"
