@@ -28,8 +28,8 @@ DISTROS = ("DEBIAN12", "DEBIAN13")
 ARCH = "x86_64"
 # Component versions of each TEST-DOUBLE release (shaped like the real ones, not claimed to be them).
 RELEASES = {
-    "1.47.0": {"efa": "3.0.0", "libfabric": "2.4.0amzn1.0", "ofi": "1.18.0", "ompi4": "4.1.8", "ompi5": "5.0.9"},
-    "1.48.0": {"efa": "3.1.0", "libfabric": "2.4.0amzn3.0", "ofi": "1.19.1", "ompi4": "4.1.8", "ompi5": "5.0.9"},
+    "1.99.0": {"efa": "3.0.0", "libfabric": "2.4.0amzn1.0", "ofi": "1.18.0", "ompi4": "4.1.8", "ompi5": "5.0.9"},
+    "1.99.1": {"efa": "3.1.0", "libfabric": "2.4.0amzn3.0", "ofi": "1.19.1", "ompi4": "4.1.8", "ompi5": "5.0.9"},
 }
 MARK = "TEST DOUBLE, not AWS's software"
 

@@ -30,13 +30,25 @@ SIGNING_KEY_URL = "https://efa-installer.amazonaws.com/aws-efa-installer.key"
 SIGNING_KEY_FINGERPRINT = "4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC"
 MARKER_FILE = "/opt/amazon/efa_installed_packages"
 
-# SHA256 of aws-efa-installer-<version>.tar.gz as AWS published them (efa-verify), quoted by AWS
-# ParallelCluster's cookbook: 1.38.0 in PR #2892, 1.38.1 in commit 05b17d7, 1.41.0 in PR #2953.
-# Only versions that bundle aws-ofi-nccl (1.38.0 and later) are listed.
+# SHA256 of aws-efa-installer-<version>.tar.gz as AWS publishes them in the checksum table of the EC2 user
+# guide's efa-verify page (VERIFY_DOC); AWS ParallelCluster's cookbook quotes the same values for 1.38.0,
+# 1.38.1 and 1.41.0. Only versions that bundle aws-ofi-nccl (1.38.0 and later) are listed.
 PUBLISHED_SHA256 = {
     "1.38.0": "4f436954f35ad53754b4d005fd8d0be63de3b4184de41a695b504bdce0fecb22",
     "1.38.1": "83923374afd388b1cfcf4b3a21a2b1ba7cf46a01a587f7b519b8386cb95e4f81",
+    "1.39.0": "2cbc028c03064633bb990782b47c36156637769e2f48704417a9c700a7a32101",
+    "1.40.0": "30491b0fe7c3470d4439594538855c981b05fa69862d74f8c05eb9b97912368a",
     "1.41.0": "3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f",
+    "1.42.0": "4114fe612905ee05083ae5cb391a00a012510f3abfecc642d86c9a5ae4be9008",
+    "1.43.0": "786df3458c499237be33bb8e50ffd4da7c18c20e254380ffc80fb90833d8cc73",
+    "1.43.1": "54211eda0c193138ee8ed09b5fb41c41fc76fe0a77935fa4ec8d989466342740",
+    "1.43.2": "de15c5bdbc83b952afbde876110830c604ad0796680e5157c05f7c1979a41069",
+    "1.43.3": "6c470ebce254c7165347b5048895ac2996c88567271642297f4c597738300652",
+    "1.44.0": "f129a5b44a49d593d247e55a59eb9bcb57121566e1c2e42b832a4e794fa83d8a",
+    "1.45.0": "25ba26a0877fe3317390dc126aad2f23e27fc461cf0b940004f032cb342fa539",
+    "1.45.1": "9aeb20c645135b6039cc08986d8f14e63280f7839e882a74df5e83627ffeaa17",
+    "1.46.0": "8302bd7849afb95c903a875d7dcb6f85b3d7629e9a8b67d020031cfc6f4d0ee1",
+    "1.47.0": "2df4201e046833c7dc8160907bee7f52b76ff80ed147376a2d0ed8a0dd66b2db",
 }
 
 # Which installer versions support a distribution (efa-changelog): (first, first without it); None = open.

@@ -97,9 +97,9 @@ def inputs(**overrides):
 
 
 def test_default_version_and_checksum_are_the_ones_aws_published():
-    assert DEFAULTS["aws_efa_version"] == "1.41.0"
-    assert DEFAULTS["aws_efa_sha256"] == efa.PUBLISHED_SHA256["1.41.0"]
-    assert DEFAULTS["aws_efa_sha256"] == "3506354cdfbe31ff552fe75f5d0d9bb7efd29cf79bd99457347d29c751c38f9f"
+    assert DEFAULTS["aws_efa_version"] == "1.47.0"
+    assert DEFAULTS["aws_efa_sha256"] == efa.PUBLISHED_SHA256["1.47.0"]
+    assert DEFAULTS["aws_efa_sha256"] == "2df4201e046833c7dc8160907bee7f52b76ff80ed147376a2d0ed8a0dd66b2db"
     assert DEFAULTS["aws_efa_base_url"] == efa.DEFAULT_BASE_URL == "https://efa-installer.amazonaws.com"
     assert DEFAULTS["aws_efa_url"] == ""
 
@@ -107,15 +107,15 @@ def test_default_version_and_checksum_are_the_ones_aws_published():
 def test_default_url_is_aws_download_location():
     plan = efa.plan(inputs(version=DEFAULTS["aws_efa_version"], sha256=DEFAULTS["aws_efa_sha256"]))
     assert plan["error"] == ""
-    assert plan["url"] == "https://efa-installer.amazonaws.com/aws-efa-installer-1.41.0.tar.gz"
-    assert plan["tarball"] == "/var/cache/gpufabric/aws-efa/aws-efa-installer-1.41.0.tar.gz"
-    assert plan["installer_dir"] == "/var/cache/gpufabric/aws-efa/1.41.0/aws-efa-installer"
+    assert plan["url"] == "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz"
+    assert plan["tarball"] == "/var/cache/gpufabric/aws-efa/aws-efa-installer-1.47.0.tar.gz"
+    assert plan["installer_dir"] == "/var/cache/gpufabric/aws-efa/1.47.0/aws-efa-installer"
 
 
 def test_readme_names_the_default_version_and_checksum():
     readme = (REPO / "roles" / "aws_efa" / "README.md").read_text(encoding="utf-8")
     assert DEFAULTS["aws_efa_sha256"] in readme
-    assert "1.41.0" in readme
+    assert "1.47.0" in readme
 
 
 def test_published_checksums_are_sha256_and_bundle_the_plugin():
@@ -188,10 +188,10 @@ def test_version_must_be_a_release(version):
 
 
 def test_empty_checksum_names_where_to_get_it():
-    error = efa.plan(inputs(version="1.47.0", sha256=""))["error"]
-    assert error.startswith("aws_efa_sha256 is empty; accepted: the SHA256 AWS publishes for aws-efa-installer-1.47.0")
+    error = efa.plan(inputs(version="1.99.0", sha256=""))["error"]
+    assert error.startswith("aws_efa_sha256 is empty; accepted: the SHA256 AWS publishes for aws-efa-installer-1.99.0")
     assert efa.VERIFY_DOC in error
-    assert "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz.sig" in error
+    assert "https://efa-installer.amazonaws.com/aws-efa-installer-1.99.0.tar.gz.sig" in error
     assert efa.SIGNING_KEY_FINGERPRINT in error
 
 
@@ -206,7 +206,7 @@ def test_a_version_changed_without_its_checksum_is_caught_before_download():
 
 
 def test_an_unpublished_version_with_its_checksum_is_accepted():
-    assert efa.plan(inputs(version="1.47.0", sha256=SHA))["error"] == ""
+    assert efa.plan(inputs(version="1.99.0", sha256=SHA))["error"] == ""
 
 
 def test_unknown_mpi_flavour():
@@ -238,10 +238,17 @@ def test_default_version_supports_the_tested_and_ubuntu_distributions(facts):
     assert efa.plan(inputs(**facts))["error"] == ""
 
 
-def test_default_version_refuses_debian_13_and_names_the_minimum():
+def test_1_41_refuses_debian_13_and_names_the_minimum():
     error = efa.plan(inputs(**DEBIAN13))["error"]
     assert error == "aws_efa_version 1.41.0 does not support Debian 13; accepted: 1.46.0 or newer"
-    assert efa.plan(inputs(version="1.46.0", sha256=SHA, **DEBIAN13))["error"] == ""
+    assert efa.plan(inputs(version="1.46.0", sha256=efa.PUBLISHED_SHA256["1.46.0"], **DEBIAN13))["error"] == ""
+
+
+@pytest.mark.parametrize("profile", ["aws/p5.48xlarge", "aws/p6-b200.48xlarge"])
+@pytest.mark.parametrize("facts", [DEBIAN12, DEBIAN13, UBUNTU2204, UBUNTU2404])
+def test_default_version_runs_on_every_tested_distribution_and_instance(facts, profile):
+    defaults = {"version": DEFAULTS["aws_efa_version"], "sha256": DEFAULTS["aws_efa_sha256"]}
+    assert efa.plan(inputs(**facts, **defaults, profile=profile))["error"] == ""
 
 
 def test_debian_12_needs_1_36():
@@ -251,7 +258,7 @@ def test_debian_12_needs_1_36():
 
 def test_dropped_distributions_name_the_last_version():
     ubuntu2004 = {"distribution": "Ubuntu", "distribution_version": "20.04", "os_family": "Debian"}
-    error = efa.plan(inputs(version="1.43.0", sha256=SHA, **ubuntu2004))["error"]
+    error = efa.plan(inputs(version="1.43.0", sha256=efa.PUBLISHED_SHA256["1.43.0"], **ubuntu2004))["error"]
     assert error == "aws_efa_version 1.43.0 does not support Ubuntu 20.04; accepted: older than 1.43.0"
 
 
@@ -279,12 +286,13 @@ def test_p6_b200_needs_the_plugin_that_knows_it():
     error = efa.plan(inputs(profile="aws/p6-b200.48xlarge"))["error"]
     assert error.startswith("aws_efa_version 1.41.0 is too old for p6-b200.48xlarge")
     assert "accepted: 1.42.0 or newer" in error
-    assert efa.plan(inputs(profile="aws/p6-b200.48xlarge", version="1.42.0", sha256=SHA))["error"] == ""
+    newer = {"version": "1.42.0", "sha256": efa.PUBLISHED_SHA256["1.42.0"]}
+    assert efa.plan(inputs(profile="aws/p6-b200.48xlarge", **newer))["error"] == ""
 
 
 def test_multiarch_directory_only_on_debian_family():
     assert efa.plan(inputs())["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"
-    arm = efa.plan(inputs(**{**UBUNTU2204, "architecture": "aarch64"}, version="1.47.0", sha256=SHA))
+    arm = efa.plan(inputs(**{**UBUNTU2204, "architecture": "aarch64"}, version="1.99.0", sha256=SHA))
     assert arm["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu"
     assert efa.plan(inputs(**AL2023))["multiarch_plugin_dir"] == ""
 
@@ -422,6 +430,6 @@ def test_test_double_installer_is_marked_and_reproducible(tmp_path):
     assert set(builder.RELEASES).isdisjoint(efa.PUBLISHED_SHA256)
     if not __import__("shutil").which("dpkg-deb"):
         pytest.skip("dpkg-deb not installed")
-    tarball = builder.build(tmp_path, "1.47.0")
+    tarball = builder.build(tmp_path, "1.99.0")
     recorded = (tmp_path / f"{tarball.name}.sha256").read_text(encoding="utf-8").split()[0]
     assert recorded == hashlib.sha256(tarball.read_bytes()).hexdigest()
