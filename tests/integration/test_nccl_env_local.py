@@ -212,6 +212,31 @@ def test_site_rejects_an_opted_in_profile_that_does_not_exist(site):
     assert "gpufabric_unknown_hosts_profile 'gcp/a9-hyper' is not in the fabric catalog" in result.stdout
 
 
+HARDWARE_FIRST_CATALOG = """
+profiles:
+  gcp/a3-megagpu-8g:
+    tiers:
+      best:
+        roles: [fabric_facts, nccl_env]
+"""
+
+
+@pytest.mark.parametrize("bake", [False, True])
+def test_site_reads_the_hardware_first_and_a_bake_goes_on_without_it(site, tmp_path, bake):
+    """This machine has no GPU: a live run stops at fabric_facts before nccl_env; a bake reports and goes on."""
+    override = tmp_path / "hardware-first.yml"
+    override.write_text(HARDWARE_FIRST_CATALOG, encoding="utf-8")
+    result = site("-e", json.dumps({"gpufabric_catalog_files": [str(override)], "gpufabric_bake": bake}))
+    assert "found 0 of 8 GPUs (H100-SXM-80GB)" in result.stdout
+    if bake:
+        assert result.returncode == 0, result.stdout
+        assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"
+    else:
+        assert result.returncode != 0
+        assert "does not have the hardware of gcp/a3-megagpu-8g" in result.stdout
+        assert not (tmp_path / "nccl.conf").exists()
+
+
 @pytest.mark.parametrize("playbook", ["site.yml", "bake.yml"])
 def test_playbooks_pass_syntax_check(repo, ansible_env, playbook):
     result = subprocess.run(
