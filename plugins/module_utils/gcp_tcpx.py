@@ -12,6 +12,13 @@ import posixpath
 import re
 from typing import Any
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
+    DIGEST,
+    IMAGE_NAME,
+    TAG,
+    image_reference,
+)
+
 FABRIC = "tcpx"
 RUNTIMES = ("podman", "docker")
 # (distribution, major version) pairs the role is written and tested for; other APT systems get a warning.
@@ -35,19 +42,11 @@ A3VM_INTERFACES = ["eth1", "eth2", "eth3", "eth4"]
 RXDM_CONTAINER = "gpufabric-tcpx-rxdm"
 STAGE_DIR = "/run/gpufabric-tcpx/nvidia/lib64"
 
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-IMAGE_NAME = re.compile(r"^[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$")
 REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$")
 RUN_DIR = re.compile(r"^/run/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 SONAME = re.compile(r"^lib[A-Za-z0-9_+.-]+\.so(?:\.[0-9]+)*$")
 SAFE_ARG = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
-
-
-def image_reference(registry: str, name: str, digest: str) -> str:
-    """What is pulled and run: repository by digest, e.g. us-docker.pkg.dev/.../tcpgpudmarxd-dev@sha256:..."""
-    return f"{registry.rstrip('/')}/{name}@{digest}"
 
 
 def registry_errors(registry: str) -> list[str]:

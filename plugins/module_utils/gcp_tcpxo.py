@@ -18,12 +18,16 @@ import posixpath
 import re
 from typing import Any
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
+    DIGEST,
+    IMAGE_NAME,
+    TAG,
+    image_reference,
+)
+
 FABRIC = "tcpxo"
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-# A registry path and an image name as the OCI distribution spec allows them (lowercase, no tag).
+# A registry path as the OCI distribution spec allows it (lowercase, no scheme; the image name: container_image).
 REGISTRY = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
-IMAGE_NAME = re.compile(r"^[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
-TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 DEBIAN_VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:-]*$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 # "6.1.0-37-cloud-amd64" (Debian), "6.8.0-1015-gcp" (Ubuntu): the flavour names the headers meta-package.
@@ -60,11 +64,6 @@ RELEASES = {
 # - NCCL_ALGO is only flagged as unexpected.
 NVLSTREE_CHUNKSIZE = "131072"
 PROTO = {"default": "Simple,LL128", "simple": "Simple"}
-
-
-def image_reference(registry: str, name: str, digest: str) -> str:
-    """registry/name@sha256:...: what podman pulls and runs (the tag is documentation only)."""
-    return f"{registry.rstrip('/')}/{name}@{digest}"
 
 
 def _check_key(prefix: str, settings: dict[str, Any], errors: list[str]) -> None:
