@@ -207,6 +207,14 @@ PROFILE_SCHEMA: dict[str, Any] = {
         True,
     ),
     "fabric": (_choice(FABRICS), True),
+    # SR-IOV virtual functions carved from every GPU-network NIC (ConnectX physical functions only):
+    # the sriov role creates them, `gpufabric k8s manifests` hands them to pods.
+    "sriov": (
+        {
+            "vfs_per_nic": (_int_min(1), True),
+        },
+        False,
+    ),
     "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
     "bandwidth": (
         {
@@ -240,6 +248,30 @@ def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) ->
             raise CatalogError(source, where, problem)
 
 
+SRIOV_NIC_KINDS = ("connectx_ib", "connectx_roce")
+
+
+def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
+    """VFs are declared exactly where a tier runs the sriov role, on NICs that can carve them."""
+    declared = "sriov" in profile
+    for tier_name, tier in profile["tiers"].items():
+        if "sriov" in tier["roles"] and not declared:
+            raise CatalogError(
+                source, f"{path}.tiers.{tier_name}.roles", "names sriov, but the profile has no sriov: section"
+            )
+    if not declared:
+        return
+    if "sriov" not in profile["tiers"]["best"]["roles"]:
+        raise CatalogError(source, f"{path}.sriov", "is declared, but tiers.best.roles does not name sriov")
+    kind = profile["nics"]["gpu"]["kind"]
+    if kind not in SRIOV_NIC_KINDS:
+        raise CatalogError(
+            source,
+            f"{path}.sriov",
+            f"nics.gpu.kind {kind!r} cannot carve virtual functions here; accepted: {', '.join(SRIOV_NIC_KINDS)}",
+        )
+
+
 def validate_profile(name: str, profile: Any, source: str) -> None:
     """Raise CatalogError unless ``profile`` is complete and consistent.
 
@@ -260,6 +292,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
         if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
             raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
+    _check_sriov(profile, path, source)
     for tier in profile["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}
         if "k8s_env" in tier:

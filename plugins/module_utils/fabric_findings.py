@@ -67,10 +67,16 @@ def gpu_network(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str
     else:
         layer = "InfiniBand" if kind == "connectx_ib" else "Ethernet"
         names = profile["nics"]["gpu"].get("rdma_devices")
+        # Where the profile carves VFs from its NICs (sriov), the NICs are the physical functions; the VFs are
+        # for pods and VMs. (GCP passes VFs through as the GPU NICs themselves: those count.)
+        carved = "sriov" in profile
         selected = [
             dev
             for dev in facts.get("rdma_devices", [])
-            if dev.get("kind") == "connectx" and _port_link_layer(dev) == layer and (not names or dev["name"] in names)
+            if dev.get("kind") == "connectx"
+            and _port_link_layer(dev) == layer
+            and (not names or dev["name"] in names)
+            and not (carved and dev.get("is_virtual_function"))
         ]
     return [{"name": dev["name"], "netdev": netdevs.get(dev.get("netdev") or ""), "rdma": dev} for dev in selected]
 
@@ -239,7 +245,8 @@ def infer_profile(facts: dict[str, Any], catalog: Any, cloud: str = "baremetal")
     matches = []
     for name in catalog.names():
         profile = catalog.get(name)
-        if profile["cloud"] != cloud:
+        # VFs for pods are a site's choice, not something the hardware shows: never inferred.
+        if profile["cloud"] != cloud or "sriov" in profile:
             continue
         gpus = facts.get("gpus", [])
         want_id = profile["gpu"].get("pci_id")

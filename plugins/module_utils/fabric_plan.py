@@ -51,6 +51,20 @@ def resolve_profile(hostvars: dict[str, Any], catalog: Catalog) -> tuple[str | N
     return None, "host has neither gpufabric_profile nor gpufabric_cloud with gpufabric_instance_type"
 
 
+def sriov_layout(profile: dict[str, Any]) -> dict[str, Any]:
+    """The VFs the sriov role carves from the profile's GPU-network NICs (physical functions)."""
+    nics = profile["nics"]["gpu"]
+    per_nic = profile["sriov"]["vfs_per_nic"]
+    return {
+        "vfs_per_nic": per_nic,
+        "nics": nics["count"],
+        "vfs": per_nic * nics["count"],
+        "link_type": "infiniband" if nics["kind"] == "connectx_ib" else "ethernet",
+        # Where the profile names its RDMA devices or netdevs, the physical functions by name.
+        "physical_functions": list(nics.get("rdma_devices") or nics.get("interfaces") or []),
+    }
+
+
 def plan_host(
     hostvars: dict[str, Any],
     catalog: Catalog,
@@ -75,6 +89,7 @@ def plan_host(
             "env": {},
             "gpus": {},
             "nics": {},
+            "sriov": None,
             "resolved_by": None,
             "warnings": [f"{reason}; apply skips this host unless told which profile to use"],
         }
@@ -95,6 +110,7 @@ def plan_host(
         "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
         # What fabric roles need: NIC names, counts, MTU, RDMA devices of the GPU network and the management NIC.
         "nics": copy.deepcopy(profile["nics"]),
+        "sriov": sriov_layout(profile) if "sriov" in roles else None,
         "resolved_by": reason,
         "warnings": warnings,
     }

@@ -410,6 +410,7 @@ def rdma_device(sysfs: Sysfs, name: str) -> dict[str, Any] | None:
         "netdev": rdma_netdev(sysfs, name, ports),
         "numa_node": location["numa_node"],
         "pcie_switch": location["pcie_switch"],
+        "is_virtual_function": bool(address) and sysfs.exists(f"/sys/bus/pci/devices/{address}/physfn"),
         "ports": [rdma_port(sysfs, name, port) for port in ports],
     }
 

@@ -109,7 +109,8 @@ ansible_facts:
           description:
             - RDMA devices from C(/sys/class/infiniband), sorted by name.
             - Each has C(name), C(pci_address), C(pci_id), C(driver), C(kind) (as for C(nics)), C(netdev) (the
-              RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch) and C(ports).
+              RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch), C(is_virtual_function) (an
+              SR-IOV VF, such as GCP passes through or the sriov role creates) and C(ports).
             - Each port has C(port), C(state) (C(ACTIVE), C(DOWN), ...), C(phys_state) (C(LinkUp), C(Disabled), ...),
               C(rate) (as the kernel prints it), C(rate_gbit_s), C(link_layer) (C(InfiniBand), C(Ethernet), or
               C(Unspecified) on EFA), C(gid_count) (GID table entries in use), C(gids) (each in-use entry's
@@ -127,6 +128,7 @@ ansible_facts:
               netdev: ibp26s0
               numa_node: 0
               pcie_switch: "0000:17:00.0"
+              is_virtual_function: false
               ports:
                 - port: 1
                   state: ACTIVE

@@ -32,6 +32,7 @@ REQUIRED_PROFILES = [
     "oci/BM.GPU.H100.8",
     "baremetal/hgx-h100-ib-ndr",
     "baremetal/hgx-h100-roce-400g",
+    "baremetal/hgx-h100-ib-ndr-sriov",
 ]
 
 
@@ -165,6 +166,27 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             'profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_DEBUG: "WARN\\nINFO"}}}\n',
             "profiles.gcp/a3-megagpu-8g.tiers.best.env",
             "NCCL_DEBUG must fit on one line",
+        ),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    sriov: {vfs_per_nic: 8}\n",
+            "profiles.gcp/a3-megagpu-8g.sriov",
+            "tiers.best.roles does not name sriov",
+        ),
+        (
+            "profiles:\n  baremetal/hgx-h100-ib-ndr:\n    tiers: {best: {roles: [fabric_facts, infiniband, sriov]}}\n",
+            "profiles.baremetal/hgx-h100-ib-ndr.tiers.best.roles",
+            "names sriov, but the profile has no sriov: section",
+        ),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    sriov: {vfs_per_nic: 8}\n"
+            "    tiers: {best: {roles: [fabric_facts, gcp_tcpxo, sriov]}}\n",
+            "profiles.gcp/a3-megagpu-8g.sriov",
+            "nics.gpu.kind 'gvnic' cannot carve virtual functions here; accepted: connectx_ib, connectx_roce",
+        ),
+        (
+            "profiles:\n  baremetal/hgx-h100-ib-ndr-sriov:\n    sriov: {vfs_per_nic: 0}\n",
+            "profiles.baremetal/hgx-h100-ib-ndr-sriov.sriov.vfs_per_nic",
+            "must be an integer >= 1",
         ),
         ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
         ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),

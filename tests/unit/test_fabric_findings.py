@@ -118,11 +118,30 @@ def test_real_machine_without_gpus_reports_and_does_not_crash():
     assert "gpu_count" in found and "nic_count" in found
 
 
-@pytest.mark.parametrize("name", [n for n in PROFILES if n.startswith("baremetal/")])
+@pytest.mark.parametrize("name", [n for n in PROFILES if n.startswith("baremetal/") and "sriov" not in catalog.get(n)])
 def test_bare_metal_profile_is_inferred_from_hardware(name, tmp_path):
     inferred, reason = fabric_findings.infer_profile(facts_for(name, tmp_path), catalog)
     assert inferred == name
     assert reason.startswith("inferred from hardware: 8x H100")
+
+
+def test_a_profile_with_virtual_functions_is_never_inferred(tmp_path):
+    # VFs for pods are a site's choice the hardware does not show: the same HCAs infer the plain profile.
+    inferred, _ = fabric_findings.infer_profile(facts_for("baremetal/hgx-h100-ib-ndr-sriov", tmp_path), catalog)
+    assert inferred == "baremetal/hgx-h100-ib-ndr"
+
+
+def test_virtual_functions_do_not_count_as_gpu_nics_where_the_profile_carves_them(tmp_path):
+    profile = catalog.get("baremetal/hgx-h100-ib-ndr-sriov")
+    facts = facts_for("baremetal/hgx-h100-ib-ndr-sriov", tmp_path)
+    physical = fabric_findings.gpu_network(facts, profile)
+    vf = dict(physical[0]["rdma"], name="mlx5_8", pci_address="0000:aa:00.1", is_virtual_function=True)
+    facts["rdma_devices"].append(vf)
+    assert [item["name"] for item in fabric_findings.gpu_network(facts, profile)] == [i["name"] for i in physical]
+    # GCP passes VFs through as its GPU NICs: there they are the network.
+    gcp = catalog.get("gcp/a3-ultragpu-8g")
+    gcp_facts = facts_for("gcp/a3-ultragpu-8g", tmp_path / "gcp")
+    assert len(fabric_findings.gpu_network(gcp_facts, gcp)) == gcp["nics"]["gpu"]["count"]
 
 
 def test_inference_says_why_nothing_matches(tmp_path):
