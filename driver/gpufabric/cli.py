@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from gpufabric import __version__, discovery
+from gpufabric import __version__, discovery, k8s
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
@@ -30,6 +30,8 @@ catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=Tr
 app.add_typer(catalog_app, name="catalog")
 inventory_app = typer.Typer(help="Build Ansible inventories from cloud APIs.", no_args_is_help=True)
 app.add_typer(inventory_app, name="inventory")
+k8s_app = typer.Typer(help="Kubernetes manifests for the fleet's SR-IOV networks.", no_args_is_help=True)
+app.add_typer(k8s_app, name="k8s")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -185,6 +187,68 @@ def inventory_build(
         discovery.write_atomically(output, text)
     where = f" written to {output}" if output else ""
     stderr.print(f"{hosts} hosts from {source}{where}", highlight=False, markup=False)
+
+
+@k8s_app.command("manifests")
+def k8s_manifests(
+    inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write (created; must be empty).")],
+    tier: Annotated[
+        Optional[str],  # noqa: UP045 - typer needs Optional here on Python 3.11
+        typer.Option(help="best or standard; default: host var gpufabric_tier, else best. VFs exist at best only."),
+    ] = None,
+    catalog: CatalogOption = None,
+    resource_prefix: Annotated[
+        str, typer.Option(help="Device plugin resource prefix: pods request PREFIX/rdma_vf_...")
+    ] = k8s.Options.resource_prefix,
+    namespace: Annotated[
+        str, typer.Option(help="Namespace of the NetworkAttachmentDefinitions (the pods' namespace).")
+    ] = k8s.Options.namespace,
+    storage_interface: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Also an IPVLAN (l2) storage network on this host interface, e.g. eth1."),
+    ] = None,
+    ipam_range: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help=f"whereabouts range of the RDMA networks, split per rail (site-specific; default: the "
+            f"placeholder {k8s.PLACEHOLDER_IPAM_RANGE}, flagged in the files)."
+        ),
+    ] = None,
+    storage_ipam_range: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help=f"whereabouts range of the storage network (default placeholder {k8s.PLACEHOLDER_STORAGE_RANGE})."
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the contents of a non-empty directory.")] = False,
+) -> None:
+    """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions and a README for the fleet's VFs.
+
+    One resource per profile that declares `sriov:` (per rail where the profile names its PF netdevs).
+    """
+    options = k8s.Options(
+        resource_prefix=resource_prefix,
+        namespace=namespace,
+        storage_interface=storage_interface,
+        ipam_range=ipam_range,
+        storage_ipam_range=storage_ipam_range,
+    )
+    networks, files = k8s.generate(inventory, tier, catalog, options)
+    for path in k8s.write_tree(output, files, force):
+        stdout.print(f"wrote {path}", markup=False, highlight=False)
+    hosts = sum(len(network.hosts) for network in networks)
+    stdout.print(
+        f"{len(networks)} SR-IOV profile(s), {hosts} host(s); next: read {output / 'README.md'}",
+        markup=False,
+        highlight=False,
+    )
+    if ipam_range is None or (storage_interface and storage_ipam_range is None):
+        stderr.print(
+            "[yellow]warning[/yellow]: IP ranges are site-specific placeholders; regenerate with --ipam-range "
+            "(and --storage-ipam-range) before applying",
+            highlight=False,
+        )
 
 
 def main() -> None:

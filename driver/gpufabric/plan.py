@@ -69,6 +69,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
         if host["env"]:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
+    _render_sriov(plan, console)
     for (profile, tier), env in sorted(shared_env.items()):
         console.print(f"\n[bold]{escape(profile)}[/bold] tier [bold]{escape(tier)}[/bold] environment:")
         for key, value in env.items():
@@ -80,6 +81,41 @@ def render(plan: dict[str, Any], console: Console) -> None:
             console.print(f"{name}: profile {host['profile']} {host['resolved_by']}", markup=False, highlight=False)
     if probed:
         _render_findings(plan, console)
+
+
+def sriov_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per host whose plan carves SR-IOV virtual functions: the VF layout the sriov role creates."""
+    rows: list[tuple[str, ...]] = []
+    for name, host in plan["hosts"].items():
+        layout = host.get("sriov")
+        if not layout:
+            continue
+        named = layout["physical_functions"]
+        # Profiles that name no PFs: the role selects the GPU-network ConnectX PFs by PCI id (at boot in a bake).
+        pfs = ", ".join(named) if named else f"{layout['nics']} GPU-network NICs (by PCI id)"
+        rows.append(
+            (
+                name,
+                pfs,
+                str(layout["vfs_per_nic"]),
+                str(layout["vfs"]),
+                layout["link_type"],
+                layout["address_scheme"],
+            )
+        )
+    return rows
+
+
+def _render_sriov(plan: dict[str, Any], console: Console) -> None:
+    rows = sriov_rows(plan)
+    if not rows:
+        return
+    table = Table(title="SR-IOV virtual functions")
+    for column in ("host", "physical functions", "VFs per PF", "total VFs", "link type", "address scheme"):
+        table.add_column(column, no_wrap=column != "physical functions")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)
 
 
 def _probe_cell(probe: dict[str, Any] | None) -> str:

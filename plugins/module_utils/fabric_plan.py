@@ -51,17 +51,25 @@ def resolve_profile(hostvars: dict[str, Any], catalog: Catalog) -> tuple[str | N
     return None, "host has neither gpufabric_profile nor gpufabric_cloud with gpufabric_instance_type"
 
 
-def sriov_layout(profile: dict[str, Any]) -> dict[str, Any]:
-    """The VFs the sriov role carves from the profile's GPU-network NICs (physical functions)."""
+def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any]:
+    """The VFs the sriov role carves from the profile's GPU-network NICs (physical functions).
+
+    The role's own inventory variables win over the profile, as they do when it runs.
+    """
     nics = profile["nics"]["gpu"]
-    per_nic = profile["sriov"]["vfs_per_nic"]
+    chosen = hostvars.get("sriov_physical_functions") or []
+    per_nic = hostvars.get("sriov_num_vfs")
+    per_nic = profile["sriov"]["vfs_per_nic"] if per_nic in (None, "") else int(per_nic)
+    count = len(chosen) if chosen else nics["count"]
     return {
         "vfs_per_nic": per_nic,
-        "nics": nics["count"],
-        "vfs": per_nic * nics["count"],
+        "nics": count,
+        "vfs": per_nic * count,
         "link_type": "infiniband" if nics["kind"] == "connectx_ib" else "ethernet",
-        # Where the profile names its RDMA devices or netdevs, the physical functions by name.
-        "physical_functions": list(nics.get("rdma_devices") or nics.get("interfaces") or []),
+        # By name where the inventory or the profile names them; else the role selects the profile's NICs by PCI id.
+        "physical_functions": [str(pf) for pf in chosen]
+        or list(nics.get("rdma_devices") or nics.get("interfaces") or []),
+        "address_scheme": str(hostvars.get("sriov_address_scheme") or "derived"),
     }
 
 
@@ -110,7 +118,7 @@ def plan_host(
         "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
         # What fabric roles need: NIC names, counts, MTU, RDMA devices of the GPU network and the management NIC.
         "nics": copy.deepcopy(profile["nics"]),
-        "sriov": sriov_layout(profile) if "sriov" in roles else None,
+        "sriov": sriov_layout(profile, hostvars) if "sriov" in roles else None,
         "resolved_by": reason,
         "warnings": warnings,
     }

@@ -87,3 +87,26 @@ def test_roles_not_written_yet_are_reported(catalog):
 def test_available_roles_reads_the_collection(repo):
     assert "nccl_env" in fabric_plan.available_roles()
     assert repo / "roles" == fabric_plan.ROLES_DIR
+
+
+def test_the_vf_layout_follows_the_sriov_role_variables_of_the_host():
+    catalog = fabric_catalog.load_catalog()
+    name = "baremetal/hgx-h100-ib-ndr-sriov"
+    default = fabric_plan.plan_host({"gpufabric_profile": name}, catalog)["sriov"]
+    assert (default["vfs_per_nic"], default["vfs"], default["address_scheme"]) == (8, 64, "derived")
+    hostvars = {
+        "gpufabric_profile": name,
+        "sriov_num_vfs": 4,
+        "sriov_physical_functions": ["ibp12s0", "ibp13s0"],
+        "sriov_address_scheme": "explicit",
+    }
+    chosen = fabric_plan.plan_host(hostvars, catalog)["sriov"]
+    assert chosen == {
+        "vfs_per_nic": 4,
+        "nics": 2,
+        "vfs": 8,
+        "link_type": "infiniband",
+        "physical_functions": ["ibp12s0", "ibp13s0"],
+        "address_scheme": "explicit",
+    }
+    assert fabric_plan.plan_host({"gpufabric_profile": name, "gpufabric_tier": "standard"}, catalog)["sriov"] is None

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The real `gpufabric k8s manifests` command: files written, progress, refusals with exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from unit.test_cli import assert_clean_error
+from unit.test_k8s_manifests import RAILS, assert_device_plugin_config, assert_nad
+
+LAB = "inventories/sriov-lab"
+
+
+def test_manifests_for_the_lab_fleet(gpufabric, tmp_path):
+    out = tmp_path / "manifests"
+    result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--storage-interface", "eth1")
+    assert result.returncode == 0, result.stderr
+    names = sorted(path.name for path in out.iterdir())
+    assert names == [
+        "00-sriovdp-config.yaml",
+        "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
+        "20-nad-storage-ipvlan.yaml",
+        "README.md",
+    ]
+    for name in names:  # progress: one line per file written
+        assert f"wrote {out / name}" in result.stdout
+    assert "placeholders" in result.stderr  # no --ipam-range: said, not silent
+    [configmap] = list(yaml.safe_load_all((out / "00-sriovdp-config.yaml").read_text()))
+    assert_device_plugin_config(configmap)
+    for name in ("10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml", "20-nad-storage-ipvlan.yaml"):
+        for document in yaml.safe_load_all((out / name).read_text()):
+            assert_nad(document)
+    readme = (out / "README.md").read_text()
+    assert "hgx-sriov-0" in readme and "hgx-sriov-1" in readme
+
+
+def test_non_empty_directory_needs_force(gpufabric, tmp_path):
+    out = tmp_path / "manifests"
+    out.mkdir()
+    (out / "stale.yaml").write_text("stale: true\n")
+    assert_clean_error(gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out)), "not empty", "--force")
+    assert [path.name for path in out.iterdir()] == ["stale.yaml"]
+    result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--force", "--ipam-range", "10.40.0.0/16")
+    assert result.returncode == 0, result.stderr
+    assert not (out / "stale.yaml").exists()
+    assert "placeholders" not in result.stderr
+    assert "10.40.0.0/16" in (out / "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml").read_text()
+
+
+def test_fleet_without_sriov_profile(gpufabric, tmp_path):
+    out = tmp_path / "manifests"
+    result = gpufabric("k8s", "manifests", "-i", "inventories/sample", "-o", str(out))
+    assert_clean_error(result, "inventory 'inventories/sample'", "sriov:", "tier best")
+    assert not out.exists()
+
+
+def test_bad_option_before_anything_is_read(gpufabric, tmp_path):
+    out = tmp_path / "manifests"
+    result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--ipam-range", "10.0.0.300/16")
+    assert_clean_error(result, "--ipam-range '10.0.0.300/16'")
+    assert not out.exists()
+
+
+def test_catalog_override_naming_pfs_gives_rails(gpufabric, tmp_path):
+    override = tmp_path / "site.yml"
+    override.write_text(
+        yaml.safe_dump({"profiles": {"baremetal/hgx-h100-ib-ndr-sriov": {"nics": {"gpu": {"interfaces": RAILS}}}}})
+    )
+    out = tmp_path / "manifests"
+    args = ("k8s", "manifests", "-i", LAB, "-o", str(out), "--catalog", str(override), "--ipam-range", "10.8.0.0/16")
+    result = gpufabric(*args, "--resource-prefix", "example.org", "--namespace", "ml")
+    assert result.returncode == 0, result.stderr
+    [configmap] = list(yaml.safe_load_all((out / "00-sriovdp-config.yaml").read_text()))
+    config = json.loads(configmap["data"]["config.json"])
+    assert len(config["resourceList"]) == 8
+    assert {resource["resourcePrefix"] for resource in config["resourceList"]} == {"example.org"}
+    nads = list(yaml.safe_load_all((out / "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml").read_text()))
+    assert {nad["metadata"]["namespace"] for nad in nads} == {"ml"}
+
+
+def test_help_lists_the_command(gpufabric):
+    result = gpufabric("k8s", "manifests", "--help")
+    assert result.returncode == 0
+    for option in ("--inventory", "--output", "--tier", "--resource-prefix", "--namespace", "--storage-interface"):
+        assert option in result.stdout
