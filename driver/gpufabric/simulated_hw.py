@@ -19,6 +19,9 @@ How a profile becomes hardware:
 - ``nics.gpu.kind`` picks the device: gVNIC netdevs; ConnectX RDMA devices with a
   RoCE or IPoIB netdev (virtual functions on GCP, as GCP passes them through);
   EFA RDMA devices without a netdev; plain ConnectX netdevs for ``ethernet``.
+- ConnectX physical functions outside GCP are SR-IOV capable when the profile declares
+  ``sriov`` (``sriov_totalvfs`` 16) or ``write_tree(sriov_totalvfs=N)`` asks for it; every
+  ConnectX RDMA device has a ``node_guid``. ``simulated_sriov`` plays the kernel for them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ GVNIC_ID = "1ae0:0042"
 CONNECTX_ID = "15b3:1021"  # ConnectX-7
 CONNECTX_VF_ID = "15b3:101e"  # ConnectX family virtual function
 CONNECTX_MANAGEMENT_ID = "15b3:101d"  # ConnectX-6 Dx
+DEFAULT_SRIOV_TOTALVFS = 16  # for a profile that declares sriov; ConnectX firmware NUM_OF_VFS is a site choice
 EFA_ID = "1d0f:efa1"
 ENA_ID = "1d0f:ec20"
 VIRTIO_NET_ID = "1af4:1041"
@@ -207,6 +211,8 @@ class _Tree:
         # An InfiniBand port without a subnet manager trains (LinkUp) but stays INIT with LID 0.
         active = up and (subnet_manager or not infiniband)
         self.file(f"{path}/node_type", "1: CA\n")
+        if link_layer != "Unspecified":  # ConnectX (EFA reads Unspecified): a unique node GUID, Mellanox OUI b8:ce:f6
+            self.file(f"{path}/node_guid", f"b8ce:f603:0012:{self.guids + 1:04x}\n")
         self.file(f"{port}/state", "4: ACTIVE\n" if active else ("2: INIT\n" if up else "1: DOWN\n"))
         self.file(f"{port}/phys_state", "5: LinkUp\n" if up else "3: Disabled\n")
         self.file(f"{port}/rate", f"{rate}\n")
@@ -246,9 +252,18 @@ class _Tree:
 
 
 def _gpu_nic(
-    tree: _Tree, profile: dict[str, Any], index: int, slot: tuple[str, int], numa: int, faults: Faults
+    tree: _Tree,
+    profile: dict[str, Any],
+    index: int,
+    slot: tuple[str, int],
+    numa: int,
+    faults: Faults,
+    sriov_totalvfs: int | None = None,
 ) -> None:
-    """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says."""
+    """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says.
+
+    ``sriov_totalvfs``: ConnectX physical functions (outside GCP) get SR-IOV files with that total; None: none.
+    """
     spec = profile["nics"]["gpu"]
     kind, cloud = spec["kind"], profile["cloud"]
     parent, bus = slot
@@ -261,6 +276,15 @@ def _gpu_nic(
     if faults.ib_port_rate_gbit_s and faults.ib_port_rate_gbit_s[0] == index:
         rate_gbit_s = faults.ib_port_rate_gbit_s[1]
     mtu_override = faults.mtu[1] if faults.mtu and faults.mtu[0] == index else None
+    sriov = None
+    if sriov_totalvfs is not None:
+        sriov = {
+            "sriov_totalvfs": str(sriov_totalvfs),
+            "sriov_numvfs": "0",
+            "sriov_offset": "1",
+            "sriov_stride": "1",
+            "sriov_vf_device": CONNECTX_VF_ID.split(":")[1],
+        }
 
     def name(names: list[str], default: str) -> str:
         return str(names[index]) if index < len(names) else default
@@ -274,7 +298,7 @@ def _gpu_nic(
         rate = rate_string(rate_gbit_s, "efa")
         tree.rdma_device(device, f"rdmap{bus}s0", "Unspecified", rate, up, None, subnet_manager=True)
     elif kind == "ethernet":
-        device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core")
+        device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core", sriov)
         mtu = mtu_override or spec.get("mtu", 1500)
         tree.netdev(device, name(interfaces, f"enp{bus}s0np0"), mtu, speed_mbps, up)
     else:  # connectx_ib, connectx_roce
@@ -292,7 +316,7 @@ def _gpu_nic(
             tree.link(f"{physical}/virtfn0", device)
             netdev = name(interfaces, f"enp{bus}s0f1")
         else:
-            device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, pci_class, numa, "mlx5_core")
+            device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, pci_class, numa, "mlx5_core", sriov)
             netdev = name(interfaces, f"ibp{bus}s0" if infiniband else f"enp{bus}s0np0")
         mtu = mtu_override or spec.get("mtu", IPOIB_MTU if infiniband else 1500)
         tree.netdev(device, netdev, mtu, speed_mbps, up, infiniband=infiniband)
@@ -390,13 +414,23 @@ def _check_faults(profile: dict[str, Any], faults: Faults) -> None:
         raise ValueError("Faults.mtu: EFA devices have no netdev")
 
 
-def write_tree(profile: dict[str, Any], root: Path, faults: Faults | None = None) -> Path:
-    """Write the simulated tree for one validated catalog profile into ``root`` (absent or empty)."""
+def write_tree(
+    profile: dict[str, Any], root: Path, faults: Faults | None = None, sriov_totalvfs: int | None = None
+) -> Path:
+    """Write the simulated tree for one validated catalog profile into ``root`` (absent or empty).
+
+    ``sriov_totalvfs``: what ConnectX physical functions outside GCP report (0 = not SR-IOV capable); None:
+    16 when the profile declares ``sriov``, else they have no SR-IOV files.
+    """
     faults = faults or Faults()
     _check_faults(profile, faults)
     root = Path(root)
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty")
+    if sriov_totalvfs is None and profile.get("sriov"):
+        sriov_totalvfs = DEFAULT_SRIOV_TOTALVFS
+    if sriov_totalvfs is not None and sriov_totalvfs < 0:
+        raise ValueError("sriov_totalvfs must be >= 0")
     root.mkdir(parents=True, exist_ok=True)
     tree = _Tree(root)
     name = f"{profile['cloud']}/{profile['instance_type']}"
@@ -423,7 +457,7 @@ def write_tree(profile: dict[str, Any], root: Path, faults: Faults | None = None
                 tree.pci_function(parent, f"0000:{bus:02x}:00.0", gpu_id, GPU_CLASS, numa, "nvidia")
         for nic, slot in zip(nics, slots[len(gpus) :], strict=True):
             if nic < nic_count - faults.nics_missing:
-                _gpu_nic(tree, profile, nic, slot, numa, faults)
+                _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs)
 
     if profile["gpu"]["nvswitch"]:
         for _ in range(NVSWITCHES):
