@@ -21,6 +21,7 @@ from rich.text import Text
 
 from gpufabric import __version__, discovery, k8s
 from gpufabric import catalog as fabric_catalog
+from gpufabric import nccl as nccl_output
 from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan, render
@@ -32,6 +33,8 @@ inventory_app = typer.Typer(help="Build Ansible inventories from cloud APIs.", n
 app.add_typer(inventory_app, name="inventory")
 k8s_app = typer.Typer(help="Kubernetes manifests for the fleet's SR-IOV networks.", no_args_is_help=True)
 app.add_typer(k8s_app, name="k8s")
+nccl_app = typer.Typer(help="Read nccl-tests output.", no_args_is_help=True)
+app.add_typer(nccl_app, name="nccl")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -249,6 +252,26 @@ def k8s_manifests(
             "(and --storage-ipam-range) before applying",
             highlight=False,
         )
+
+
+@nccl_app.command("parse")
+def nccl_parse(
+    file: Annotated[Path, typer.Argument(help="nccl-tests output: stdout of any generation, or its -J JSON file.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run as JSON (a list when the file holds several runs).")
+    ] = False,
+) -> None:
+    """Parse nccl-tests output: rows, footer, completeness and errors.
+
+    Exit 0 when every run is complete and clean, 1 when one is incomplete or invalid, 2 when the file
+    cannot be read. Bandwidth is not judged here (`gpufabric verify` does that against the catalog).
+    """
+    runs = nccl_output.parse_file(file)
+    if as_json:
+        _print_json(runs[0] if len(runs) == 1 else runs)
+    else:
+        nccl_output.render(runs, stdout)
+    raise typer.Exit(nccl_output.exit_code(runs))
 
 
 def main() -> None:
