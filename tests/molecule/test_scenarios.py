@@ -32,6 +32,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRESH_FILES = {
     "nccl_env": {"/etc/nccl.conf": "NCCL_NET=gIB\n", "/etc/profile.d/gpufabric-nccl.sh": None},
     "roce": {"/etc/gpufabric/roce-qos.conf": None},
+    "sriov": {
+        "/etc/gpufabric/sriov.json": None,
+        "/etc/systemd/system/gpufabric-sriov.service": None,
+        # SIMULATED tree, bind-mounted writable: check mode must not create VFs.
+        "/simulated-hw/sys/bus/pci/devices/0000:17:00.0/sriov_numvfs": "0\n",
+    },
 }
 # Scenarios that only read (facts modules): no step may ever report a change.
 READ_ONLY = {"fabric_facts"}

@@ -46,7 +46,15 @@ def test_standard_tier_runs_no_fabric_role(name):
     assert not set(plan["roles"]) & set(FABRIC_ROLE.values())
 
 
-@pytest.mark.parametrize("role", sorted(FABRIC_ROLE.values()))
+@pytest.mark.parametrize("name", [name for name in PROFILES if "sriov" in CATALOG.get(name)])
+def test_virtual_functions_are_carved_after_the_fabric_is_up_and_before_the_environment(name):
+    plan = fabric_plan.plan_host({"gpufabric_profile": name}, CATALOG)
+    roles = plan["roles"]
+    assert roles.index(FABRIC_ROLE[plan["fabric"]]) < roles.index("sriov") < roles.index("nccl_env")
+    assert plan["sriov"]["vfs"] == plan["sriov"]["vfs_per_nic"] * plan["nics"]["gpu"]["count"]
+
+
+@pytest.mark.parametrize("role", [*sorted(FABRIC_ROLE.values()), "sriov"])
 def test_site_playbook_passes_the_fabric_inputs(role):
     site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
     (include,) = [task for task in site[0]["tasks"] if task.get("ansible.builtin.include_role")]

@@ -1,0 +1,502 @@
+# SPDX-License-Identifier: Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: sriov_plan
+author: gpufabric developers
+version_added: "0.5.0"
+short_description: Plan the sriov role's virtual functions from its inputs, the catalog profile and the hardware
+description:
+  - Takes the C(gpufabric.cluster.fabric_plan) lookup's result for the profile, the role's settings and the
+    C(gpufabric_hardware) facts (C({}) in a bake) and returns the physical functions to configure (PCI addresses,
+    resolved from netdev names, RDMA device names or PCI addresses), the configuration file the boot unit reads,
+    the firmware settings wanted and C(errors), one sentence per bad input naming the value and the variable.
+  - The same file provides C(sriov_firmware_plan) (parses C(mstconfig -e -d PCI q) outputs and says what to set
+    and whether a reboot is needed), C(sriov_address_conflicts) (the same MAC or GUID on VFs of different physical
+    functions) and C(sriov_drift) (differences a verify run found).
+positional: settings, hardware
+options:
+  _input:
+    description: The C(gpufabric.cluster.fabric_plan) lookup's result (profile, fabric, nics, sriov).
+    type: dict
+    required: true
+  settings:
+    description: The role's variables without the C(sriov_) prefix.
+    type: dict
+    required: true
+  hardware:
+    description: The C(gpufabric_hardware) facts of C(gpufabric.cluster.fabric_facts); C({}) in a bake.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Plan the virtual functions
+  ansible.builtin.set_fact:
+    sriov__plan: >-
+      {{ catalog_plan | gpufabric.cluster.sriov_plan({'profile': 'baremetal/hgx-h100-ib-ndr-sriov', 'num_vfs': 8},
+                                                      ansible_facts['gpufabric_hardware']) }}
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(sriov_plan) returns C(profile), C(link_type) (infiniband or ethernet), C(num_vfs), C(pci_ids), C(pfs)
+      (pf, pci_address, netdev, rdma_device, totalvfs, numvfs, vfs), C(config) (the JSON document the boot unit
+      reads), C(firmware) (settings wanted), C(summary) and C(errors).
+    - C(sriov_firmware_plan) returns C(devices) (per physical function, see module_utils/sriov_firmware.py),
+      C(waiting) (PCI addresses whose VFs must wait for the reboot), C(reboot_required) and C(errors).
+    - C(sriov_address_conflicts) and C(sriov_drift) return lists of sentences.
+  type: dict
+"""
+
+import re
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov, sriov_firmware
+
+PCI_FULL = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+PCI_SHORT = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+SCHEMES = ("derived", "explicit", "kernel")
+VF_KEYS = ("index", "mac", "guid", "node_guid", "port_guid", "trust", "spoofchk", "vlan")
+FIRMWARE_LINK_TYPES = ("auto", "IB", "ETH", "keep")
+NIC_KINDS = ("connectx_ib", "connectx_roce")
+EXAMPLE_PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"
+
+
+def _mapping(value, what):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{what} expects a dictionary, got {type(value).__name__}")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def normalize_pci(value: str) -> str:
+    """0c:00.0 -> 0000:0c:00.0 (lowercase); anything else unchanged."""
+    lowered = value.strip().lower()
+    if PCI_SHORT.match(lowered):
+        return f"0000:{lowered}"
+    return lowered if PCI_FULL.match(lowered) else value
+
+
+class Hardware:
+    """Physical and virtual functions of the host as fabric_facts reported them, looked up by any name."""
+
+    def __init__(self, facts: dict[str, Any]) -> None:
+        self.by_pci: dict[str, dict[str, Any]] = {}
+        self.names: dict[str, str] = {}
+        for nic in facts.get("nics") or []:
+            address = nic.get("pci_address")
+            if not address:
+                continue
+            entry = self.by_pci.setdefault(
+                address,
+                {
+                    "pci_address": address,
+                    "pci_id": nic.get("pci_id"),
+                    "kind": nic.get("kind"),
+                    "netdev": nic.get("name"),
+                    "rdma_device": None,
+                    "totalvfs": nic.get("sriov_totalvfs"),
+                    "numvfs": nic.get("sriov_numvfs"),
+                    "is_vf": bool(nic.get("is_virtual_function")),
+                },
+            )
+            self.names.setdefault(nic.get("name"), address)
+            entry["netdev"] = entry["netdev"] or nic.get("name")
+        for device in facts.get("rdma_devices") or []:
+            address = device.get("pci_address")
+            if address and address in self.by_pci:
+                self.by_pci[address]["rdma_device"] = self.by_pci[address]["rdma_device"] or device.get("name")
+                self.names.setdefault(device.get("name"), address)
+
+    def find(self, name: str) -> dict[str, Any] | None:
+        address = normalize_pci(name)
+        if address in self.by_pci:
+            return self.by_pci[address]
+        if name in self.names:
+            return self.by_pci[self.names[name]]
+        return None
+
+    def physical_functions(self, pci_ids: list[str]) -> list[dict[str, Any]]:
+        """ConnectX physical functions (no VFs) whose vendor:device is in ``pci_ids`` (any ConnectX when empty)."""
+        return sorted(
+            (
+                entry
+                for entry in self.by_pci.values()
+                if entry["kind"] == "connectx" and not entry["is_vf"] and (not pci_ids or entry["pci_id"] in pci_ids)
+            ),
+            key=lambda entry: entry["pci_address"],
+        )
+
+    def capable(self) -> list[str]:
+        return [
+            f"{entry['pci_address']} ({entry['netdev']})"
+            for entry in sorted(self.by_pci.values(), key=lambda entry: entry["pci_address"])
+            if not entry["is_vf"] and entry["totalvfs"]
+        ]
+
+
+def _check_settings(settings: dict[str, Any], link_type: str, errors: list[str]) -> None:
+    mode = settings.get("mode", "apply")
+    if mode not in ("apply", "verify"):
+        errors.append(f"sriov_mode {mode!r} is not a mode; accepted: apply, verify")
+    if mode == "verify" and settings.get("bake"):
+        errors.append(
+            "sriov_mode verify reads the live host and cannot run with sriov_bake: true; accepted: one of them"
+        )
+    scheme = settings.get("address_scheme", "derived")
+    if scheme not in SCHEMES:
+        errors.append(f"sriov_address_scheme {scheme!r} is not a scheme; accepted: {', '.join(SCHEMES)}")
+    ethernet_only = {"trust": settings.get("trust"), "spoofchk": settings.get("spoofchk")}
+    for name, value in ethernet_only.items():
+        if value is not None and not isinstance(value, bool):
+            errors.append(f"sriov_{name} {value!r} is not a boolean; accepted: true, false or null (leave as is)")
+        elif value is not None and link_type == "infiniband":
+            errors.append(
+                f"sriov_{name} {value!r} applies to Ethernet VFs only and the profile's NICs are InfiniBand; "
+                "accepted: null"
+            )
+    vlan = settings.get("vlan")
+    if vlan is not None and (not _is_int(vlan) or not 0 <= vlan <= 4095):
+        errors.append(f"sriov_vlan {vlan!r} is not a VLAN id; accepted: an integer 0..4095 (0: none) or null")
+    elif vlan is not None and link_type == "infiniband":
+        errors.append(
+            f"sriov_vlan {vlan!r} applies to Ethernet VFs only and the profile's NICs are InfiniBand; accepted: null"
+        )
+    if not isinstance(settings.get("rebind", True), bool):
+        errors.append(f"sriov_rebind {settings.get('rebind')!r} is not a boolean; accepted: true or false")
+    timeout = settings.get("timeout", 30)
+    if not _is_int(timeout) or timeout < 1:
+        errors.append(f"sriov_timeout {timeout!r} is not a number of seconds; accepted: an integer >= 1")
+    link = settings.get("firmware_link_type", "auto")
+    if link not in FIRMWARE_LINK_TYPES:
+        errors.append(
+            f"sriov_firmware_link_type {link!r} is not a link type; accepted: {', '.join(FIRMWARE_LINK_TYPES)}"
+        )
+    if settings.get("firmware") and not str(settings.get("mstconfig") or "").strip():
+        errors.append(
+            "sriov_mstconfig is empty; accepted: the mstconfig command (mstflint), a name or an absolute path"
+        )
+    path = str(settings.get("config_path") or "")
+    if not path.startswith("/") or path.endswith("/"):
+        errors.append(
+            f"sriov_config_path {path!r} is not an absolute file path; accepted: e.g. /etc/gpufabric/sriov.json"
+        )
+
+
+def _num_vfs(settings: dict[str, Any], layout: dict[str, Any], errors: list[str]) -> int:
+    value = settings.get("num_vfs")
+    if value is None:
+        return int(layout["vfs_per_nic"])
+    if not _is_int(value) or value < 0:
+        errors.append(
+            f"sriov_num_vfs {value!r} is not a VF count; accepted: an integer >= 0, "
+            "or null for the profile's vfs_per_nic"
+        )
+        return 0
+    return value
+
+
+def _vf_lists(settings: dict[str, Any], errors: list[str]) -> dict[str, list[dict[str, Any]]]:
+    vfs = settings.get("vfs") or {}
+    if not isinstance(vfs, dict):
+        errors.append(f"sriov_vfs {vfs!r} is not a mapping; accepted: physical function -> list of VF settings")
+        return {}
+    for key, entries in vfs.items():
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+            errors.append(f"sriov_vfs[{key!r}] is not a list of VF settings; accepted: [{{index: 0, guid: ...}}, ...]")
+            continue
+        for entry in entries:
+            unknown = sorted(set(entry) - set(VF_KEYS))
+            if unknown:
+                errors.append(
+                    f"sriov_vfs[{key!r}] has unknown key(s) {', '.join(unknown)}; accepted: {', '.join(VF_KEYS)}"
+                )
+            if "index" not in entry:
+                errors.append(f"sriov_vfs[{key!r}] entry {entry!r} has no index; accepted: index 0..num_vfs-1")
+    return vfs
+
+
+def plan(catalog: dict[str, Any], settings: dict[str, Any], hardware: dict[str, Any]) -> dict[str, Any]:
+    """The role's whole plan; ``errors`` lists every bad input, nothing is raised for them."""
+    errors: list[str] = []
+    profile = settings.get("profile") or catalog.get("profile")
+    result: dict[str, Any] = {
+        "profile": profile,
+        "link_type": None,
+        "num_vfs": 0,
+        "pci_ids": [],
+        "pfs": [],
+        "select": None,
+        "config": None,
+        "firmware": {},
+        "summary": [],
+        "errors": errors,
+    }
+    if catalog.get("profile") in (None, "unknown"):
+        errors.append(
+            f"sriov_profile {profile!r} is not in the catalog; accepted: a profile of `gpufabric catalog list`"
+        )
+        return result
+    layout = catalog.get("sriov")
+    gpu = (catalog.get("nics") or {}).get("gpu") or {}
+    if not layout:
+        errors.append(
+            f"sriov_profile {profile!r} declares no virtual functions (no sriov: section, or its best tier does not "
+            f"run the sriov role); accepted: a profile with sriov: {{vfs_per_nic: N}} such as {EXAMPLE_PROFILE}"
+        )
+        return result
+    if gpu.get("kind") not in NIC_KINDS:
+        errors.append(
+            f"sriov_profile {profile!r} has GPU NICs of kind {gpu.get('kind')!r}; accepted: {', '.join(NIC_KINDS)} "
+            "(ConnectX physical functions)"
+        )
+        return result
+    link_type = layout["link_type"]
+    result["link_type"] = link_type
+    result["pci_ids"] = list(gpu.get("pci_ids") or [])
+    _check_settings(settings, link_type, errors)
+    num_vfs = result["num_vfs"] = _num_vfs(settings, layout, errors)
+    vf_lists = _vf_lists(settings, errors)
+    requested = settings.get("physical_functions") or []
+    if not isinstance(requested, list) or not all(isinstance(name, str) and name for name in requested):
+        errors.append(
+            f"sriov_physical_functions {requested!r} is not a list of names; accepted: netdev names, RDMA device "
+            "names or PCI addresses"
+        )
+        requested = []
+    shared = {
+        "num_vfs": num_vfs,
+        "address_scheme": settings.get("address_scheme", "derived"),
+        "trust": settings.get("trust"),
+        "spoofchk": settings.get("spoofchk"),
+        "vlan": settings.get("vlan"),
+        "rebind": settings.get("rebind", True),
+        "timeout": settings.get("timeout", 30),
+    }
+
+    pfs: list[dict[str, Any]] = []
+    if settings.get("bake"):
+        if requested:
+            for name in requested:
+                pci = normalize_pci(name)
+                if not PCI_FULL.match(pci) and re.match(r"^mlx5_\d+$", name):
+                    errors.append(
+                        f"sriov_physical_functions entry {name!r} is an RDMA device name, which a bake cannot map to "
+                        "a PCI function; accepted in a bake: PCI addresses or netdev names"
+                    )
+                pfs.append(
+                    {
+                        "pf": pci,
+                        "pci_address": pci if PCI_FULL.match(pci) else None,
+                        "netdev": None,
+                        "rdma_device": None,
+                        "totalvfs": None,
+                        "numvfs": None,
+                        "aliases": [name, pci],
+                    }
+                )
+        elif not result["pci_ids"]:
+            errors.append(
+                f"sriov_physical_functions is empty and profile {profile!r} names no nics.gpu.pci_ids, so a bake "
+                "cannot select the physical functions at boot; accepted: PCI addresses or netdev names"
+            )
+    else:
+        found = Hardware(hardware)
+        source = "sriov_physical_functions"
+        names = requested
+        if not names and layout.get("physical_functions"):
+            names, source = list(layout["physical_functions"]), f"profile {profile} (nics.gpu)"
+        if names:
+            for name in names:
+                entry = found.find(name)
+                if entry is None:
+                    errors.append(
+                        f"{source} names {name!r}, which is neither a network device, an RDMA device nor a PCI "
+                        f"function of this host (read under {settings.get('hw_root', '/')}); SR-IOV capable physical "
+                        f"functions here: {', '.join(found.capable()) or 'none'}"
+                    )
+                elif entry["is_vf"]:
+                    errors.append(
+                        f"{source} names {name!r} ({entry['pci_address']}), which is a virtual function; accepted: "
+                        f"physical functions such as {', '.join(found.capable()) or 'none found'}"
+                    )
+                else:
+                    pfs.append({**entry, "pf": entry["pci_address"], "aliases": [name]})
+        else:
+            for entry in found.physical_functions(result["pci_ids"]):
+                pfs.append({**entry, "pf": entry["pci_address"], "aliases": []})
+            if not pfs:
+                errors.append(
+                    f"no ConnectX physical function with pci_id in {result['pci_ids'] or 'any'} was found under "
+                    f"{settings.get('hw_root', '/')} for profile {profile!r}; accepted: set sriov_physical_functions"
+                )
+        seen: dict[str, str] = {}
+        for pf in pfs:
+            pf.pop("is_vf", None)
+            pf.pop("pci_id", None)
+            pf.pop("kind", None)
+            given = pf["aliases"][0] if pf["aliases"] else pf["pf"]
+            if pf["pf"] in seen:
+                errors.append(f"sriov_physical_functions names {pf['pf']} twice ({seen[pf['pf']]}, {given})")
+            seen[pf["pf"]] = given
+
+    # sriov_vfs keys name a physical function by any of its names.
+    claimed: set[str] = set()
+    for pf in pfs:
+        names = {pf["pf"], *(pf.get("aliases") or []), pf.get("netdev"), pf.get("rdma_device")} - {None}
+        keys = [key for key in vf_lists if key in names or normalize_pci(key) in names]
+        if len(keys) > 1:
+            errors.append(f"sriov_vfs gives VFs for {pf['pf']} under several names: {', '.join(keys)}; accepted: one")
+        pf["vfs"] = list(vf_lists[keys[0]]) if keys else []
+        claimed.update(keys)
+        pf.pop("aliases", None)
+    for key in vf_lists:
+        if key not in claimed:
+            errors.append(
+                f"sriov_vfs names {key!r}, which is not one of the physical functions configured "
+                f"({', '.join(pf['pf'] for pf in pfs) or 'none: a bake selects them at boot'}); accepted: those"
+            )
+
+    entries = [{"pf": pf["pf"], **shared, "vfs": pf["vfs"]} for pf in pfs]
+    select = None
+    if settings.get("bake") and not requested:
+        select = {"pci_ids": result["pci_ids"], "settings": {**shared, "vfs": []}}
+    result["pfs"] = pfs
+    result["select"] = select
+    result["config"] = {"sysfs_root": settings.get("hw_root") or "/", "physical_functions": entries, "select": select}
+
+    firmware_vfs = settings.get("firmware_num_vfs")
+    if firmware_vfs is not None and (not _is_int(firmware_vfs) or firmware_vfs < max(num_vfs, 1)):
+        errors.append(
+            f"sriov_firmware_num_vfs {firmware_vfs!r} is not a firmware VF count for {num_vfs} VFs; accepted: an "
+            f"integer >= {max(num_vfs, 1)}, or null for the VF count"
+        )
+        firmware_vfs = None
+    link = settings.get("firmware_link_type", "auto")
+    link = ("IB" if link_type == "infiniband" else "ETH") if link == "auto" else link
+    result["firmware"] = sriov_firmware.desired(num_vfs, firmware_vfs, link)
+
+    scheme = shared["address_scheme"]
+    addresses = {
+        "derived": "addresses derived from the PF",
+        "explicit": "addresses from sriov_vfs",
+        "kernel": "kernel addresses",
+    }
+    for pf in pfs:
+        name = pf.get("netdev") or pf.get("rdma_device")
+        result["summary"].append(
+            f"{pf['pf']}{f' ({name})' if name else ''}: {num_vfs} VFs, {addresses.get(scheme, scheme)}"
+        )
+    if select:
+        result["summary"].append(
+            f"at boot, every physical function with pci_id in {', '.join(select['pci_ids'])}: {num_vfs} VFs, "
+            f"{addresses.get(scheme, scheme)}"
+        )
+    return result
+
+
+def firmware_plan(queries: list[dict[str, Any]], sriov_plan: dict[str, Any]) -> dict[str, Any]:
+    """Per physical function: what ``mstconfig set`` must change and whether the VFs must wait for a reboot.
+
+    ``queries`` are the registered results of ``mstconfig -e -d PCI q`` looped over ``sriov_plan.pfs``.
+    """
+    devices = []
+    errors = []
+    waiting = []
+    for result in queries:
+        pf = result.get("item") or {}
+        device = pf.get("pf", "?")
+        if result.get("rc", 0) != 0 or result.get("failed"):
+            message = (result.get("stderr") or result.get("msg") or result.get("stdout") or "").strip()
+            errors.append(f"mstconfig -e -d {device} q failed (rc {result.get('rc')}): {message}")
+            continue
+        try:
+            query = sriov_firmware.parse_query(result.get("stdout", ""), device)
+        except sriov_firmware.FirmwareError as exc:
+            errors.append(str(exc))
+            continue
+        entry = sriov_firmware.plan(device, query, sriov_plan.get("firmware") or {})
+        errors.extend(entry["errors"])
+        total = pf.get("totalvfs")
+        # VFs the running firmware cannot carve yet are created by the boot unit after the reboot.
+        if entry["reboot_required"] and (total is None or total < sriov_plan.get("num_vfs", 0)):
+            waiting.append(device)
+        devices.append(entry)
+    return {
+        "devices": devices,
+        "report": [
+            f"{entry['device']}: {', '.join(entry['pending'] or entry['differences'])}"
+            for entry in devices
+            if entry["reboot_required"]
+        ],
+        "drift": [
+            f"{entry['device']}: firmware {difference}"
+            for entry in devices
+            for difference in entry["differences"] + entry["pending"]
+        ],
+        "waiting": waiting,
+        "reboot_required": any(entry["reboot_required"] for entry in devices),
+        "errors": errors,
+    }
+
+
+def address_conflicts(results: list[dict[str, Any]]) -> list[str]:
+    """The same MAC or GUID on two VFs, also of different physical functions (module results in check mode)."""
+    lists = {}
+    for result in results:
+        pf = (result.get("pf") or {}).get("pci_address") or (result.get("item") or {}).get("pf", "?")
+        lists[pf] = (result.get("after") or {}).get("vfs") or []
+    return [
+        f"two VFs would get one address: {line}; accepted: one address per VF across all physical functions"
+        for line in sriov.duplicate_addresses(lists)
+    ]
+
+
+def drift(vf_results: list[dict[str, Any]]) -> list[str]:
+    """The module's check-mode predictions as differences: VF count lines as they are, per-VF settings counted.
+
+    A fresh host would otherwise list every GUID of every VF; one line per physical function names the first.
+    """
+    found = []
+    for result in vf_results:
+        actions = result.get("actions") or []
+        found.extend(action for action in actions if ": sriov_numvfs " in action)
+        settings = [action for action in actions if ": sriov_numvfs " not in action]
+        if settings:
+            pf, _, first = settings[0].partition(": ")
+            more = f" and {len(settings) - 1} more" if len(settings) > 1 else ""
+            found.append(f"{pf}: {first}{more}")
+    return found
+
+
+def sriov_plan(catalog, settings, hardware=None):
+    return plan(_mapping(catalog, "sriov_plan"), _mapping(settings, "sriov_plan settings"), hardware or {})
+
+
+def sriov_firmware_plan(queries, sriov_plan_):
+    return firmware_plan(list(queries), _mapping(sriov_plan_, "sriov_firmware_plan plan"))
+
+
+def sriov_address_conflicts(results):
+    return address_conflicts(list(results))
+
+
+def sriov_drift(vf_results):
+    return drift(list(vf_results))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sriov_plan": sriov_plan,
+            "sriov_firmware_plan": sriov_firmware_plan,
+            "sriov_address_conflicts": sriov_address_conflicts,
+            "sriov_drift": sriov_drift,
+        }
