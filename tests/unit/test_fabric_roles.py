@@ -54,7 +54,7 @@ def test_virtual_functions_are_carved_after_the_fabric_is_up_and_before_the_envi
     assert plan["sriov"]["vfs"] == plan["sriov"]["vfs_per_nic"] * plan["nics"]["gpu"]["count"]
 
 
-@pytest.mark.parametrize("role", [*sorted(FABRIC_ROLE.values()), "sriov"])
+@pytest.mark.parametrize("role", [*sorted(FABRIC_ROLE.values()), "sriov", "nccl_tests"])
 def test_site_playbook_passes_the_fabric_inputs(role):
     site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
     (include,) = [task for task in site[0]["tasks"] if task.get("ansible.builtin.include_role")]

@@ -1,0 +1,556 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the nccl_tests role downloads and builds, and the mpirun command lines it runs.
+
+Pure Python (stdlib only) so that what molecule cannot reach is unit-tested: the pinned release and the
+checksums published for it, the ``make`` arguments of an MPI build, the Open MPI prefix per distribution,
+message sizes, the algorithm and the largest size a catalog threshold needs, the environment handed to
+every rank, the hostfile and the ``timeout … mpirun … <collective>_perf`` argument vector. The role calls it
+through the filter gpufabric.cluster.nccl_tests_run (plugins/filter/nccl_tests_run.py).
+
+Facts and their sources (see roles/nccl_tests/README.md):
+
+- Build: ``make MPI=1 MPI_HOME=<dir> CUDA_HOME=<dir> NCCL_HOME=<dir>`` puts ``<collective>_perf`` in
+  ``build/`` (NVIDIA/nccl-tests README; spack's nccl_tests package builds and installs ``./build`` the same way).
+- Flags -b -e -f -g -c -n -w -T, sizes with K/M/G suffixes in powers of 1024, -T since v2.13.9:
+  ../shared/reference/nccl-tests.md sections 1 and 6 (nccl-tests ``common.cu``).
+- Published SHA256 of ``https://github.com/NVIDIA/nccl-tests/archive/v<version>.tar.gz``: spack's package
+  recipe (spack/spack-packages, repos/spack_repo/builtin/packages/nccl_tests/package.py).
+- Debian/Ubuntu Open MPI prefix ``/usr/lib/<multiarch>/openmpi`` (include/, lib/): the libopenmpi-dev package.
+- Two-node all_reduce may pick tree algorithms and read above the wire; NCCL_ALGO=Ring measures the network
+  (nccl-tests issues #196, #290; nccl-tests.md section 5).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Test programs of nccl-tests (build/<name>_perf), nccl-tests.md section 5.
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+)
+INSTALL_METHODS = ("source", "path")
+ALGOS = ("auto", "default", "ring")
+FAIL_ON = ("fail", "never")
+
+DEFAULT_VERSION = "2.17.6"
+DEFAULT_BASE_URL = "https://github.com/NVIDIA/nccl-tests/archive"
+CHECKSUM_SOURCE = "spack/spack-packages repos/spack_repo/builtin/packages/nccl_tests/package.py"
+# SHA256 of <DEFAULT_BASE_URL>/v<version>.tar.gz as spack's recipe pins them (CHECKSUM_SOURCE).
+PUBLISHED_SHA256 = {
+    "2.13.6": "52b472a58a4918d3221a9b8c4bd9335382643d7e241983918b64692d685cc3d1",
+    "2.16.3": "ec373552e216c0df03414718bd588585a1719971b20a5939a2f9488c8ce767eb",
+    "2.17.6": "38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0",
+}
+# -T/--timeout exists from this release on (nccl-tests.md section 1).
+TIMEOUT_FLAG_SINCE = (2, 13, 9)
+
+MULTIARCH = {
+    "x86_64": "x86_64-linux-gnu",
+    "amd64": "x86_64-linux-gnu",
+    "aarch64": "aarch64-linux-gnu",
+    "arm64": "aarch64-linux-gnu",
+}
+# make variables the role sets itself; nccl_tests_make_args may not repeat them.
+MANAGED_MAKE_VARIABLES = ("MPI", "MPI_HOME", "CUDA_HOME", "NCCL_HOME")
+# Used when no catalog threshold names a size for the collective (nccl-tests.md section 8: judge >= 1-8 GB).
+FALLBACK_MAX_BYTES = 8 * 1024**3
+KILL_AFTER_S = 30
+
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGkmg]?)[Bb]?\s*$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+SIZES = "accepted: bytes, or a number with K, M or G (powers of 1024)"
+UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def parse_size(value: Any) -> int:
+    """'16G' -> 17179869184 (nccl-tests' parsesize: K, M, G are powers of 1024); ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(value)
+        return value
+    match = SIZE_RE.match(str(value))
+    if not match:
+        raise ValueError(value)
+    size = int(match.group(1)) * UNITS[match.group(2).upper()]
+    if size < 1:
+        raise ValueError(value)
+    return size
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'2.17.6' -> (2, 17, 6); the pre-release part of a test double ('0.0.0-test') is ignored."""
+    return tuple(int(part) for part in str(version).split("-", 1)[0].split("."))
+
+
+def binary_name(collective: str) -> str:
+    return f"{collective}_perf"
+
+
+def tarball_url(base_url: str, version: str, url: str = "") -> str:
+    """The explicit URL, else <base>/v<version>.tar.gz (GitHub's tag archive, the URL spack pins)."""
+    return url or f"{base_url.rstrip('/')}/v{version}.tar.gz"
+
+
+def mpi_home_for(os_family: str, architecture: str) -> str:
+    """Open MPI's prefix (include/mpi.h, lib/libmpi.so) from the distribution's packages; '' when unknown."""
+    if os_family == "Debian" and architecture in MULTIARCH:
+        return f"/usr/lib/{MULTIARCH[architecture]}/openmpi"
+    # Elsewhere (RHEL's openmpi-devel splits /usr/include/openmpi-<arch> from /usr/lib64/openmpi, which nccl-tests'
+    # MPI_HOME/include cannot express) the operator names a prefix, e.g. HPC-X's ompi directory.
+    return ""
+
+
+def make_argv(*, jobs: int, mpi_home: str, cuda_home: str, nccl_home: str, extra: list[str]) -> list[str]:
+    """`make -j N MPI=1 MPI_HOME=… CUDA_HOME=… NCCL_HOME=… [extra]`, run in the source directory."""
+    return [
+        "make",
+        "-j",
+        str(jobs),
+        "MPI=1",
+        f"MPI_HOME={mpi_home}",
+        f"CUDA_HOME={cuda_home}",
+        f"NCCL_HOME={nccl_home}",
+        *[str(arg) for arg in extra],
+    ]
+
+
+def _collectives_error(collectives: Any) -> str:
+    if not isinstance(collectives, list) or not collectives:
+        return f"nccl_tests_collectives {collectives!r} must be a non-empty list; accepted: {', '.join(COLLECTIVES)}"
+    unknown = [c for c in collectives if c not in COLLECTIVES]
+    if unknown:
+        return f"nccl_tests_collectives has {', '.join(map(str, unknown))}; accepted: {', '.join(COLLECTIVES)}"
+    if len(set(collectives)) != len(collectives):
+        return f"nccl_tests_collectives {collectives!r} names a collective twice"
+    return ""
+
+
+def install_plan(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Validate the install inputs and return the paths and commands; ``error`` names the first bad value."""
+    method = str(inputs.get("install", ""))
+    collectives = inputs.get("collectives")
+    result: dict[str, Any] = {"error": "", "install": method}
+    if method not in INSTALL_METHODS:
+        result["error"] = f"nccl_tests_install '{method}' is not an install method; accepted: source, path"
+        return result
+    error = _collectives_error(collectives)
+    if error:
+        result["error"] = error
+        return result
+    if method == "path":
+        bin_dir = str(inputs.get("bin_dir") or "").rstrip("/")
+        if not bin_dir.startswith("/"):
+            result["error"] = (
+                f"nccl_tests_bin_dir '{bin_dir}' must be the absolute directory holding the *_perf binaries "
+                "when nccl_tests_install is path"
+            )
+            return result
+        result.update(
+            version=None,
+            bin_dir=bin_dir,
+            binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
+            timeout_flag=None,
+        )
+        return result
+
+    version = str(inputs.get("version", ""))
+    sha256 = str(inputs.get("sha256", "")).strip().lower()
+    if not VERSION_RE.match(version):
+        result["error"] = f"nccl_tests_version '{version}' is not a release version; accepted: X.Y.Z (a tag vX.Y.Z)"
+        return result
+    if not sha256:
+        result["error"] = (
+            f"nccl_tests_sha256 is empty for nccl-tests {version}; set the SHA256 of its tarball "
+            f"(published for {', '.join(sorted(PUBLISHED_SHA256))} in {CHECKSUM_SOURCE}, or `sha256sum` of "
+            "the tarball your mirror holds after checking it against the tag)"
+        )
+        return result
+    if not SHA256_RE.match(sha256):
+        result["error"] = f"nccl_tests_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal digits"
+        return result
+    published = PUBLISHED_SHA256.get(version)
+    url = tarball_url(str(inputs.get("base_url") or DEFAULT_BASE_URL), version, str(inputs.get("url") or ""))
+    if published and published != sha256 and url == tarball_url(DEFAULT_BASE_URL, version):
+        result["error"] = (
+            f"nccl_tests_sha256 '{sha256}' is not the published SHA256 of nccl-tests {version} ({published}, "
+            f"{CHECKSUM_SOURCE}); change the checksum together with nccl_tests_version"
+        )
+        return result
+    jobs = inputs.get("make_jobs", 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        result["error"] = f"nccl_tests_make_jobs '{jobs}' must be a whole number of 1 or more"
+        return result
+    extra = [str(arg) for arg in inputs.get("make_args") or []]
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in MANAGED_MAKE_VARIABLES:
+            result["error"] = (
+                f"nccl_tests_make_args sets {name}, which the role sets itself; use "
+                f"{'the MPI build (always on)' if name == 'MPI' else 'nccl_tests_' + name.lower()} instead"
+            )
+            return result
+    mpi_home = str(inputs.get("mpi_home") or "") or mpi_home_for(
+        str(inputs.get("os_family", "")), str(inputs.get("architecture", ""))
+    )
+    if not mpi_home:
+        result["error"] = (
+            f"nccl_tests_mpi_home is empty and no Open MPI prefix is known for {inputs.get('os_family')} "
+            f"{inputs.get('architecture')}; set it to the directory holding include/mpi.h and lib/libmpi.so"
+        )
+        return result
+    prefix = str(inputs.get("prefix") or "/opt/nccl-tests").rstrip("/")
+    install_dir = f"{prefix}/{version}"
+    bin_dir = f"{install_dir}/build"
+    cuda_home = str(inputs.get("cuda_home") or "/usr/local/cuda").rstrip("/")
+    nccl_home = str(inputs.get("nccl_home") or "/usr").rstrip("/")
+    work_dir = str(inputs.get("work_dir") or "/var/cache/gpufabric/nccl-tests").rstrip("/")
+    result.update(
+        version=version,
+        sha256=sha256,
+        url=url,
+        published_sha256=published or "",
+        tarball=f"{work_dir}/nccl-tests-{version}.tar.gz",
+        work_dir=work_dir,
+        prefix=prefix,
+        install_dir=install_dir,
+        current_link=f"{prefix}/current",
+        bin_dir=bin_dir,
+        binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
+        # make builds every test: the first one stands for the build in `creates:`.
+        build_marker=f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
+        mpi_home=mpi_home.rstrip("/"),
+        cuda_home=cuda_home,
+        nccl_home=nccl_home,
+        # What the build needs, with what to do when it is missing.
+        prerequisites=[
+            {
+                "path": f"{mpi_home.rstrip('/')}/include/mpi.h",
+                "what": "Open MPI headers",
+                "variable": "nccl_tests_mpi_home",
+            },
+            {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
+            {
+                "path": f"{nccl_home}/include/nccl.h",
+                "what": "NCCL's header (libnccl-dev)",
+                "variable": "nccl_tests_nccl_home",
+            },
+        ],
+        make_argv=make_argv(
+            jobs=jobs, mpi_home=mpi_home.rstrip("/"), cuda_home=cuda_home, nccl_home=nccl_home, extra=extra
+        ),
+        timeout_flag=version_tuple(version) >= TIMEOUT_FLAG_SINCE,
+    )
+    return result
+
+
+def _matches(threshold: dict[str, Any], collective: str, nodes: int) -> bool:
+    return (
+        threshold.get("collective") == collective
+        and int(threshold.get("min_nodes", 1)) <= nodes
+        and (threshold.get("max_nodes") is None or nodes <= int(threshold["max_nodes"]))
+    )
+
+
+def choose_algo(thresholds: list[dict[str, Any]], collective: str, nodes: int, requested: str = "auto") -> str:
+    """`default` or `ring` for one run.
+
+    An explicit request wins. `auto` keeps NCCL's own choice where the catalog has a threshold for it at
+    this node count, and forces rings where only a ring threshold exists (three or more nodes of a profile
+    whose two-node figure would read above the wire).
+    """
+    if requested in ("default", "ring"):
+        return requested
+    matching = [t for t in thresholds or [] if _matches(t, collective, nodes)]
+    if any(t.get("algo") == "default" for t in matching):
+        return "default"
+    if any(t.get("algo") == "ring" for t in matching):
+        return "ring"
+    return "default"
+
+
+def auto_max_bytes(thresholds: list[dict[str, Any]], collective: str, nodes: int, algo: str) -> int:
+    """The largest size the catalog judges this run at (its min_size_bytes), else FALLBACK_MAX_BYTES."""
+    sizes = [
+        int(t["min_size_bytes"])
+        for t in thresholds or []
+        if _matches(t, collective, nodes) and t.get("algo", "default") == algo and t.get("min_size_bytes")
+    ]
+    return max(sizes) if sizes else FALLBACK_MAX_BYTES
+
+
+def launch_env(
+    profile_env: dict[str, Any],
+    extra: dict[str, Any],
+    algo: str,
+    current_env: dict[str, Any],
+    path_variables: list[str],
+) -> dict[str, str]:
+    """The environment every rank gets: the tier's catalog environment, site overrides (null drops a
+    variable), NCCL_ALGO=Ring for a ring run, and directory lists prepended to the launcher's own value."""
+    env: dict[str, Any] = {**(profile_env or {}), **(extra or {})}
+    env = {key: value for key, value in env.items() if value is not None}
+    if algo == "ring":
+        env["NCCL_ALGO"] = "Ring"
+    result: dict[str, str] = {}
+    for key, value in env.items():
+        text = str(value)
+        current = str((current_env or {}).get(key) or "")
+        if key in (path_variables or []) and current and text not in current.split(":"):
+            text = f"{text}:{current}"
+        result[key] = text
+    return dict(sorted(result.items()))
+
+
+def hostfile(hosts: list[str], slots: int) -> str:
+    """Open MPI hostfile: one `<address> slots=<GPUs per node>` line per node."""
+    return "".join(f"{host} slots={slots}\n" for host in hosts)
+
+
+def mpirun_argv(
+    *,
+    collective: str,
+    bin_dir: str,
+    hostfile_path: str,
+    nodes: int,
+    gpus_per_node: int,
+    env_names: list[str],
+    min_bytes: int,
+    max_bytes: int,
+    iters: int,
+    warmup: int,
+    nccl_timeout: int,
+    timeout: int,
+    mpirun: str = "mpirun",
+    mpirun_args: list[str] | None = None,
+    step_factor: int = 2,
+) -> list[str]:
+    """`timeout --kill-after=30 <s> mpirun … -x NAME … <bin>/<collective>_perf -b … -e … -f 2 -g 1 -c 1 …`.
+
+    One process per GPU (-g 1), G processes per node (ppr:G:node), validation on (-c 1) so data errors
+    show in #wrong. `-x NAME` exports the launcher's value of NAME, which the role sets to launch_env().
+    The wall-clock timeout catches hangs that print nothing (nccl-tests.md section 4); -T (when > 0)
+    makes nccl-tests abort a stuck collective itself and say so.
+    """
+    argv = [
+        "timeout",
+        f"--kill-after={KILL_AFTER_S}",
+        f"{timeout}s",
+        mpirun,
+        "--allow-run-as-root",
+        "--hostfile",
+        hostfile_path,
+        "-np",
+        str(nodes * gpus_per_node),
+        "--map-by",
+        f"ppr:{gpus_per_node}:node",
+        "--bind-to",
+        "none",
+        *[str(arg) for arg in mpirun_args or []],
+    ]
+    for name in env_names:
+        argv += ["-x", name]
+    argv += [
+        f"{bin_dir.rstrip('/')}/{binary_name(collective)}",
+        "-b",
+        str(min_bytes),
+        "-e",
+        str(max_bytes),
+        "-f",
+        str(step_factor),
+        "-g",
+        "1",
+        "-c",
+        "1",
+        "-n",
+        str(iters),
+        "-w",
+        str(warmup),
+    ]
+    if nccl_timeout > 0:
+        argv += ["-T", str(nccl_timeout)]
+    return argv
+
+
+def _positive_int(value: Any, name: str, minimum: int = 1) -> tuple[int, str]:
+    if isinstance(value, bool):
+        return 0, f"{name} '{value}' must be a whole number of {minimum} or more"
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return 0, f"{name} '{value}' must be a whole number of {minimum} or more"
+    if number < minimum or str(number) != str(value).strip():
+        return 0, f"{name} '{value}' must be a whole number of {minimum} or more"
+    return number, ""
+
+
+def run_plan(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The runs on the launching host: hosts, hostfile, and per collective the algorithm, sizes, output
+    file, environment and argv; ``error`` names the first bad value."""
+    result: dict[str, Any] = {"error": "", "runs": []}
+    collectives = inputs.get("collectives")
+    error = _collectives_error(collectives)
+    if error:
+        return {**result, "error": error}
+    algo = str(inputs.get("algo", "auto"))
+    if algo not in ALGOS:
+        return {**result, "error": f"nccl_tests_algo '{algo}' is not an algorithm choice; accepted: {', '.join(ALGOS)}"}
+    fail_on = str(inputs.get("fail_on", "fail"))
+    if fail_on not in FAIL_ON:
+        return {**result, "error": f"nccl_tests_fail_on '{fail_on}' is not accepted; accepted: {', '.join(FAIL_ON)}"}
+    run_id = str(inputs.get("run_id", ""))
+    if not RUN_ID_RE.match(run_id):
+        return {
+            **result,
+            "error": f"nccl_tests_run_id '{run_id}' must be letters, digits, '.', '_' or '-' (a directory name)",
+        }
+    numbers = {}
+    for key, name, minimum in (
+        ("gpus_per_node", "nccl_tests_gpus_per_node", 1),
+        ("iters", "nccl_tests_iters", 1),
+        ("warmup", "nccl_tests_warmup_iters", 0),
+        ("nccl_timeout", "nccl_tests_nccl_timeout", 0),
+        ("timeout", "nccl_tests_timeout", 1),
+        ("nodes", "nccl_tests_nodes", 0),
+    ):
+        numbers[key], error = _positive_int(inputs.get(key), name, minimum)
+        if error:
+            return {**result, "error": error}
+    try:
+        min_bytes = parse_size(inputs.get("min_bytes"))
+    except ValueError:
+        return {**result, "error": f"nccl_tests_min_bytes '{inputs.get('min_bytes')}' is not a size; {SIZES}"}
+    max_text = inputs.get("max_bytes")
+    max_fixed = None
+    if max_text not in (None, ""):
+        try:
+            max_fixed = parse_size(max_text)
+        except ValueError:
+            return {**result, "error": f"nccl_tests_max_bytes '{max_text}' is not a size; {SIZES}, or empty"}
+    extra = inputs.get("env_extra") or {}
+    bad = [key for key in extra if not ENV_NAME_RE.match(str(key))]
+    if bad or any(isinstance(v, bool) or (isinstance(v, str) and "\n" in v) for v in extra.values()):
+        return {
+            **result,
+            "error": f"nccl_tests_env_extra {extra!r} must map variable names to one-line strings or numbers, "
+            "or to null to drop a variable (quote true/false)",
+        }
+    hosts = [str(host) for host in inputs.get("hosts") or []]
+    if not hosts:
+        return {**result, "error": "no host to run on: the play has no hosts left"}
+    nodes = numbers["nodes"] or len(hosts)
+    if nodes > len(hosts):
+        return {
+            **result,
+            "error": f"nccl_tests_nodes {nodes} asks for more nodes than the play has "
+            f"({len(hosts)}: {', '.join(hosts)})",
+        }
+    hosts = hosts[:nodes]
+    addresses = [str(a) for a in (inputs.get("addresses") or hosts)][:nodes]
+    gpus = numbers["gpus_per_node"]
+    bin_dir = str(inputs.get("bin_dir", "")).rstrip("/")
+    out_dir = f"{str(inputs.get('output_dir') or '/var/lib/gpufabric/nccl-tests').rstrip('/')}/{run_id}"
+    hostfile_path = f"{out_dir}/hostfile"
+    bandwidth = dict(inputs.get("bandwidth") or {})
+    thresholds = tier_thresholds(bandwidth, str(inputs.get("tier", "best")))
+    timeout_flag = inputs.get("timeout_flag")
+    if numbers["nccl_timeout"] and timeout_flag is False:
+        return {
+            **result,
+            "error": f"nccl_tests_nccl_timeout {numbers['nccl_timeout']} needs nccl-tests 2.13.9 or newer (-T); "
+            f"nccl_tests_version is {inputs.get('version')}: set nccl_tests_nccl_timeout to 0",
+        }
+    runs = []
+    for collective in collectives:
+        run_algo = choose_algo(thresholds, collective, nodes, algo)
+        max_bytes = max_fixed or auto_max_bytes(thresholds, collective, nodes, run_algo)
+        if max_bytes < min_bytes:
+            return {
+                **result,
+                "error": f"nccl_tests_max_bytes ({max_bytes}) is below nccl_tests_min_bytes ({min_bytes}) "
+                f"for {collective}",
+            }
+        env = launch_env(
+            inputs.get("profile_env") or {},
+            extra,
+            run_algo,
+            inputs.get("current_env") or {},
+            list(inputs.get("path_variables") or []),
+        )
+        name = f"{collective}-{nodes}n.txt"
+        runs.append(
+            {
+                "collective": collective,
+                "algo": run_algo,
+                "nodes": nodes,
+                "min_bytes": min_bytes,
+                "max_bytes": max_bytes,
+                "file": name,
+                "output": f"{out_dir}/{name}",
+                "env": env,
+                "argv": mpirun_argv(
+                    collective=collective,
+                    bin_dir=bin_dir,
+                    hostfile_path=hostfile_path,
+                    nodes=nodes,
+                    gpus_per_node=gpus,
+                    env_names=list(env),
+                    min_bytes=min_bytes,
+                    max_bytes=max_bytes,
+                    iters=numbers["iters"],
+                    warmup=numbers["warmup"],
+                    nccl_timeout=numbers["nccl_timeout"],
+                    timeout=numbers["timeout"],
+                    mpirun=str(inputs.get("mpirun") or "mpirun"),
+                    mpirun_args=list(inputs.get("mpirun_args") or []),
+                ),
+            }
+        )
+    return {
+        **result,
+        "run_id": run_id,
+        "nodes": nodes,
+        "gpus_per_node": gpus,
+        "hosts": hosts,
+        "addresses": addresses,
+        "output_dir": out_dir,
+        "hostfile_path": hostfile_path,
+        "hostfile": hostfile(addresses, gpus),
+        "fail_on": fail_on,
+        # What the judge gets as the profile's bandwidth: the thresholds of this tier only.
+        "bandwidth": {**bandwidth, "thresholds": thresholds},
+        "runs": runs,
+    }
+
+
+def tier_thresholds(bandwidth: dict[str, Any] | None, tier: str) -> list[dict[str, Any]]:
+    """The catalog's thresholds measure the fabric (tier best); a standard-tier run (TCP baseline) is judged
+    for completeness and data errors only, so it gets none."""
+    if tier != "best" or not bandwidth:
+        return []
+    return list(bandwidth.get("thresholds") or [])
+
+
+def verdict_line(verdict: dict[str, Any], exit_code: int | None) -> dict[str, Any]:
+    """One run's verdict as the role reports it: the judge's, made a fail when mpirun did not exit 0."""
+    status = str(verdict.get("status", "unjudged"))
+    reasons = [str(r) for r in verdict.get("reasons") or []]
+    if exit_code not in (None, 0):
+        meaning = {124: "the wall-clock timeout (nccl_tests_timeout) fired", 137: "killed after the timeout"}
+        reasons.append(f"mpirun exited {exit_code}" + (f" ({meaning[exit_code]})" if exit_code in meaning else ""))
+        status = "fail"
+    return {**verdict, "status": status, "reasons": reasons, "exit_code": exit_code}

@@ -1,0 +1,343 @@
+# SPDX-License-Identifier: Apache-2.0
+"""nccl_tests' logic that molecule cannot reach: the pinned release and its published checksum, the MPI build's
+make arguments per distribution, sizes, the algorithm and the largest size a catalog threshold needs, the
+environment every rank gets, the hostfile and the mpirun argument vector for one and several nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufabric.collection import module_utils
+
+run = module_utils("nccl_tests_run")
+catalog = module_utils("fabric_catalog").load_catalog()
+NDR = catalog.get("baremetal/hgx-h100-ib-ndr")
+SHA = "a" * 64
+
+
+def install_inputs(**changes):
+    inputs = {
+        "install": "source",
+        "version": "2.17.6",
+        "sha256": run.PUBLISHED_SHA256["2.17.6"],
+        "base_url": run.DEFAULT_BASE_URL,
+        "url": "",
+        "prefix": "/opt/nccl-tests",
+        "work_dir": "/var/cache/gpufabric/nccl-tests",
+        "bin_dir": "",
+        "collectives": ["all_reduce", "all_gather"],
+        "mpi_home": "",
+        "cuda_home": "/usr/local/cuda",
+        "nccl_home": "/usr",
+        "make_jobs": 8,
+        "make_args": [],
+        "os_family": "Debian",
+        "architecture": "x86_64",
+    }
+    return {**inputs, **changes}
+
+
+def run_inputs(**changes):
+    inputs = {
+        "collectives": ["all_reduce"],
+        "algo": "auto",
+        "fail_on": "fail",
+        "run_id": "20260101T000000Z",
+        "gpus_per_node": 8,
+        "iters": 20,
+        "warmup": 5,
+        "nccl_timeout": 0,
+        "timeout": 1800,
+        "nodes": 0,
+        "min_bytes": "8M",
+        "max_bytes": "",
+        "env_extra": {},
+        "profile_env": {"NCCL_IB_HCA": "mlx5", "LD_LIBRARY_PATH": "/opt/plugin/lib"},
+        "current_env": {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "HOME": "/root"},
+        "path_variables": ["LD_LIBRARY_PATH", "PATH"],
+        "hosts": ["node-a"],
+        "addresses": ["10.0.0.1"],
+        "bin_dir": "/opt/nccl-tests/2.17.6/build",
+        "output_dir": "/var/lib/gpufabric/nccl-tests",
+        "mpirun": "mpirun",
+        "mpirun_args": [],
+        "tier": "best",
+        "bandwidth": NDR["bandwidth"],
+        "timeout_flag": True,
+        "version": "2.17.6",
+    }
+    return {**inputs, **changes}
+
+
+# --- install ------------------------------------------------------------------------------------------------
+
+
+def test_default_release_is_spacks_published_pin():
+    plan = run.install_plan(install_inputs())
+    assert plan["error"] == ""
+    assert plan["url"] == "https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz"
+    assert plan["sha256"] == "38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"
+    assert plan["install_dir"] == "/opt/nccl-tests/2.17.6"
+    assert plan["current_link"] == "/opt/nccl-tests/current"
+    assert plan["binaries"] == [
+        "/opt/nccl-tests/2.17.6/build/all_reduce_perf",
+        "/opt/nccl-tests/2.17.6/build/all_gather_perf",
+    ]
+    assert plan["tarball"] == "/var/cache/gpufabric/nccl-tests/nccl-tests-2.17.6.tar.gz"
+    assert plan["timeout_flag"] is True
+
+
+@pytest.mark.parametrize(
+    ("os_family", "architecture", "mpi_home"),
+    [
+        ("Debian", "x86_64", "/usr/lib/x86_64-linux-gnu/openmpi"),
+        ("Debian", "aarch64", "/usr/lib/aarch64-linux-gnu/openmpi"),
+    ],
+)
+def test_make_argv_is_an_mpi_build_with_the_distributions_open_mpi(os_family, architecture, mpi_home):
+    plan = run.install_plan(install_inputs(os_family=os_family, architecture=architecture))
+    assert plan["make_argv"] == [
+        "make",
+        "-j",
+        "8",
+        "MPI=1",
+        f"MPI_HOME={mpi_home}",
+        "CUDA_HOME=/usr/local/cuda",
+        "NCCL_HOME=/usr",
+    ]
+    assert plan["prerequisites"][0]["path"] == f"{mpi_home}/include/mpi.h"
+
+
+def test_explicit_mpi_home_and_extra_make_args():
+    plan = run.install_plan(install_inputs(mpi_home="/opt/hpcx/ompi/", make_args=["NVCC_GENCODE=-gencode=x"]))
+    assert plan["make_argv"][4] == "MPI_HOME=/opt/hpcx/ompi"
+    assert plan["make_argv"][-1] == "NVCC_GENCODE=-gencode=x"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"install": "apt"}, "nccl_tests_install 'apt' is not an install method; accepted: source, path"),
+        ({"version": "latest"}, "nccl_tests_version 'latest' is not a release version; accepted: X.Y.Z"),
+        ({"version": "2.18.0", "sha256": ""}, "nccl_tests_sha256 is empty for nccl-tests 2.18.0"),
+        ({"sha256": "abc"}, "nccl_tests_sha256 'abc' is not a SHA256; accepted: 64 hexadecimal digits"),
+        ({"sha256": SHA}, "is not the published SHA256 of nccl-tests 2.17.6 (38974e70"),
+        ({"collectives": ["allreduce"]}, "nccl_tests_collectives has allreduce; accepted: all_reduce, all_gather"),
+        ({"collectives": []}, "nccl_tests_collectives [] must be a non-empty list"),
+        ({"collectives": ["all_reduce", "all_reduce"]}, "names a collective twice"),
+        ({"make_args": ["MPI_HOME=/x"]}, "nccl_tests_make_args sets MPI_HOME, which the role sets itself"),
+        ({"make_jobs": 0}, "nccl_tests_make_jobs '0' must be a whole number of 1 or more"),
+        ({"os_family": "Suse"}, "nccl_tests_mpi_home is empty and no Open MPI prefix is known for Suse"),
+        ({"os_family": "RedHat"}, "no Open MPI prefix is known for RedHat x86_64; set it to the directory holding"),
+    ],
+)
+def test_bad_install_input_names_the_value_the_variable_and_what_is_accepted(changes, message):
+    assert message in run.install_plan(install_inputs(**changes))["error"]
+
+
+def test_a_mirror_may_serve_the_release_under_its_own_checksum():
+    """A site's own tarball of a published version (another URL) is taken on its checksum."""
+    plan = run.install_plan(install_inputs(sha256=SHA, url="https://mirror.example/nccl-tests-2.17.6.tar.gz"))
+    assert plan["error"] == ""
+    assert plan["url"] == "https://mirror.example/nccl-tests-2.17.6.tar.gz"
+
+
+def test_a_test_double_version_and_old_releases_know_about_the_timeout_flag():
+    assert run.install_plan(install_inputs(version="0.0.0-test", sha256=SHA))["timeout_flag"] is False
+    assert (
+        run.install_plan(install_inputs(version="2.13.6", sha256=run.PUBLISHED_SHA256["2.13.6"]))["timeout_flag"]
+        is False
+    )
+
+
+def test_path_install_checks_the_given_directory():
+    plan = run.install_plan(install_inputs(install="path", bin_dir="/usr/local/bin/"))
+    assert plan["binaries"] == ["/usr/local/bin/all_reduce_perf", "/usr/local/bin/all_gather_perf"]
+    assert (
+        "nccl_tests_bin_dir '' must be the absolute directory"
+        in run.install_plan(install_inputs(install="path"))["error"]
+    )
+
+
+# --- sizes and thresholds ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("8M", 8 * 1024**2), ("16G", 17179869184), ("1k", 1024), (4096, 4096), ("512", 512)]
+)
+def test_sizes_are_powers_of_1024_as_nccl_tests_parses_them(text, size):
+    assert run.parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "16T", "-1", "0", "lots", True])
+def test_bad_sizes_are_refused(text):
+    with pytest.raises(ValueError):
+        run.parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "algo", "max_bytes"),
+    [
+        (1, "default", 17179869184),  # single node NVLink threshold at 16 GiB
+        (2, "default", 8589934592),  # two-node default-algorithm threshold at 8 GiB
+        (3, "ring", 1073741824),  # three nodes: only the ring threshold applies
+        (16, "ring", 1073741824),
+    ],
+)
+def test_auto_algorithm_and_largest_size_follow_the_catalog(nodes, algo, max_bytes):
+    thresholds = NDR["bandwidth"]["thresholds"]
+    assert run.choose_algo(thresholds, "all_reduce", nodes) == algo
+    assert run.auto_max_bytes(thresholds, "all_reduce", nodes, algo) == max_bytes
+
+
+def test_explicit_algorithm_wins_and_unknown_collectives_fall_back():
+    thresholds = NDR["bandwidth"]["thresholds"]
+    assert run.choose_algo(thresholds, "all_reduce", 2, "ring") == "ring"
+    assert run.choose_algo(thresholds, "alltoall", 2) == "default"
+    assert run.auto_max_bytes(thresholds, "alltoall", 2, "default") == run.FALLBACK_MAX_BYTES
+
+
+# --- environment, hostfile, argv -----------------------------------------------------------------------------
+
+
+def test_launch_env_merges_overrides_drops_nulls_prepends_paths_and_forces_rings():
+    env = run.launch_env(
+        {"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "WARN", "LD_LIBRARY_PATH": "/opt/plugin/lib"},
+        {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": None, "NCCL_IB_QPS_PER_CONNECTION": 4},
+        "ring",
+        {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"},
+        ["LD_LIBRARY_PATH"],
+    )
+    assert env == {
+        "LD_LIBRARY_PATH": "/opt/plugin/lib:/usr/local/cuda/lib64",
+        "NCCL_ALGO": "Ring",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_IB_QPS_PER_CONNECTION": "4",
+    }
+
+
+def test_launch_env_does_not_repeat_a_directory_already_on_the_path():
+    env = run.launch_env({"PATH": "/opt/bin"}, {}, "default", {"PATH": "/opt/bin:/usr/bin"}, ["PATH"])
+    assert env == {"PATH": "/opt/bin"}
+
+
+def test_single_node_run_plan():
+    plan = run.run_plan(run_inputs())
+    assert plan["error"] == ""
+    assert plan["hostfile"] == "10.0.0.1 slots=8\n"
+    assert plan["hostfile_path"] == "/var/lib/gpufabric/nccl-tests/20260101T000000Z/hostfile"
+    (only,) = plan["runs"]
+    assert only["file"] == "all_reduce-1n.txt"
+    assert only["output"] == "/var/lib/gpufabric/nccl-tests/20260101T000000Z/all_reduce-1n.txt"
+    assert only["algo"] == "default"
+    assert only["env"] == {"LD_LIBRARY_PATH": "/opt/plugin/lib:/usr/local/cuda/lib64", "NCCL_IB_HCA": "mlx5"}
+    assert only["argv"] == [
+        "timeout",
+        "--kill-after=30",
+        "1800s",
+        "mpirun",
+        "--allow-run-as-root",
+        "--hostfile",
+        "/var/lib/gpufabric/nccl-tests/20260101T000000Z/hostfile",
+        "-np",
+        "8",
+        "--map-by",
+        "ppr:8:node",
+        "--bind-to",
+        "none",
+        "-x",
+        "LD_LIBRARY_PATH",
+        "-x",
+        "NCCL_IB_HCA",
+        "/opt/nccl-tests/2.17.6/build/all_reduce_perf",
+        "-b",
+        "8388608",
+        "-e",
+        "17179869184",
+        "-f",
+        "2",
+        "-g",
+        "1",
+        "-c",
+        "1",
+        "-n",
+        "20",
+        "-w",
+        "5",
+    ]
+
+
+def test_four_node_run_takes_the_first_nodes_uses_rings_and_nccls_timeout():
+    plan = run.run_plan(
+        run_inputs(
+            hosts=["a", "b", "c", "d", "e"],
+            addresses=["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"],
+            nodes=4,
+            nccl_timeout=600,
+            collectives=["all_reduce", "all_gather"],
+            mpirun_args=["--mca", "oob_tcp_if_include", "eth0"],
+        )
+    )
+    assert plan["error"] == ""
+    assert plan["hosts"] == ["a", "b", "c", "d"]
+    assert plan["hostfile"].splitlines() == [f"10.0.0.{i} slots=8" for i in range(1, 5)]
+    reduce, gather = plan["runs"]
+    assert reduce["file"] == "all_reduce-4n.txt"
+    assert reduce["algo"] == "ring"
+    assert reduce["env"]["NCCL_ALGO"] == "Ring"
+    assert reduce["argv"][7:18] == [
+        "-np",
+        "32",
+        "--map-by",
+        "ppr:8:node",
+        "--bind-to",
+        "none",
+        "--mca",
+        "oob_tcp_if_include",
+        "eth0",
+        "-x",
+        "LD_LIBRARY_PATH",
+    ]
+    assert reduce["argv"][-6:] == ["-n", "20", "-w", "5", "-T", "600"]
+    assert reduce["max_bytes"] == 1073741824
+    # No all_gather threshold in this profile: NCCL's own algorithm, the fallback size.
+    assert gather["algo"] == "default"
+    assert gather["max_bytes"] == 8 * 1024**3
+    assert "NCCL_ALGO" not in gather["env"]
+
+
+def test_standard_tier_is_judged_without_the_fabric_thresholds():
+    plan = run.run_plan(run_inputs(tier="standard"))
+    assert plan["bandwidth"]["thresholds"] == []
+    assert plan["runs"][0]["max_bytes"] == run.FALLBACK_MAX_BYTES
+    assert run.run_plan(run_inputs())["bandwidth"]["thresholds"] == NDR["bandwidth"]["thresholds"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"algo": "tree"}, "nccl_tests_algo 'tree' is not an algorithm choice; accepted: auto, default, ring"),
+        ({"fail_on": "warn"}, "nccl_tests_fail_on 'warn' is not accepted; accepted: fail, never"),
+        ({"run_id": "../x"}, "nccl_tests_run_id '../x' must be letters, digits"),
+        ({"nodes": 3}, "nccl_tests_nodes 3 asks for more nodes than the play has (1: node-a)"),
+        ({"iters": 0}, "nccl_tests_iters '0' must be a whole number of 1 or more"),
+        ({"timeout": "soon"}, "nccl_tests_timeout 'soon' must be a whole number of 1 or more"),
+        ({"min_bytes": "huge"}, "nccl_tests_min_bytes 'huge' is not a size"),
+        ({"max_bytes": "4M"}, "nccl_tests_max_bytes (4194304) is below nccl_tests_min_bytes (8388608)"),
+        ({"env_extra": {"NCCL DEBUG": "INFO"}}, "nccl_tests_env_extra"),
+        ({"env_extra": {"NCCL_NVLS_ENABLE": True}}, "quote true/false"),
+        ({"hosts": []}, "no host to run on"),
+        ({"nccl_timeout": 60, "timeout_flag": False, "version": "2.13.6"}, "needs nccl-tests 2.13.9 or newer (-T)"),
+    ],
+)
+def test_bad_run_input_is_refused_before_anything_runs(changes, message):
+    assert message in run.run_plan(run_inputs(**changes))["error"]
+
+
+def test_a_nonzero_exit_fails_a_passing_verdict_and_says_why():
+    verdict = {"status": "pass", "reasons": ["busbw ok"], "collective": "all_reduce"}
+    assert run.verdict_line(verdict, 0) == {**verdict, "exit_code": 0}
+    timed_out = run.verdict_line(verdict, 124)
+    assert timed_out["status"] == "fail"
+    assert timed_out["reasons"][-1] == "mpirun exited 124 (the wall-clock timeout (nccl_tests_timeout) fired)"
+    assert run.verdict_line({"status": "warn", "reasons": []}, None)["status"] == "warn"
