@@ -23,6 +23,8 @@ from gpufabric import __version__, discovery, k8s
 from gpufabric import catalog as fabric_catalog
 from gpufabric import nccl as nccl_output
 from gpufabric import probe as hardware_probe
+from gpufabric import report as verify_report
+from gpufabric import verify as nccl_verify
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan, render
 
@@ -272,6 +274,95 @@ def nccl_parse(
     else:
         nccl_output.render(runs, stdout)
     raise typer.Exit(nccl_output.exit_code(runs))
+
+
+@app.command()
+def verify(
+    inventory: Annotated[
+        Optional[str],  # noqa: UP045 - typer needs Optional here on Python 3.11
+        typer.Option(
+            "-i", "--inventory", help="Any inventory ansible-inventory reads; its hosts' own variables apply."
+        ),
+    ] = None,
+    collective: Annotated[
+        ListOption,
+        typer.Option(help="Collective to run, e.g. all_reduce (repeatable or comma-separated; default: the role's)."),
+    ] = None,
+    nodes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Run on the first N hosts (default: every host of the inventory)."),
+    ] = None,
+    tier: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="best (the fabric, judged against the catalog) or standard (default: best)."),
+    ] = None,
+    compare: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Run two tiers, e.g. standard,best, and show the second's speed-up over the first."),
+    ] = None,
+    catalog: CatalogOption = None,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "-o",
+            "--output",
+            help="Directory for the results, report.json and busbw.png (default ./nccl-verify-<timestamp>; "
+            "with --from-results, that directory).",
+        ),
+    ] = None,
+    from_results: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Run nothing: judge the results in DIR again and rebuild report.json and busbw.png."),
+    ] = None,
+    title: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Text put before the plot's title (e.g. the site or the date)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Prove the fabric with nccl-tests: run playbooks/verify.yml, judge every output against the catalog.
+
+    Writes report.json and busbw.png (busbw vs message size, the catalog's line rate and threshold).
+    Exit 0 when every run passed (warn and unjudged too, with a warning line), 1 when a run failed
+    or a tier could not run, 2 on a usage error.
+    """
+    tiers, comparing = nccl_verify.parse_tiers(tier, compare)
+    options = nccl_verify.Options(
+        inventory=inventory,
+        collectives=nccl_verify.parse_collectives(collective),
+        nodes=nodes,
+        tiers=tiers,
+        compare=comparing,
+        catalog_files=list(catalog or []),
+        output=output,
+        from_results=from_results,
+        title=title,
+    )
+
+    def progress(line: str) -> None:
+        stderr.print(line, markup=False, highlight=False)
+
+    result, directory = nccl_verify.execute(options, progress)
+    if as_json:
+        _print_json(result)
+    else:
+        verify_report.render(result, stdout)
+        stdout.print(
+            f"report: {directory / verify_report.REPORT_FILE}, plot: {directory / 'busbw.png'}",
+            markup=False,
+            highlight=False,
+        )
+    others = sorted(
+        {run["status"] for entry in result["tiers"].values() for run in entry["runs"]} & {"warn", "unjudged"}
+    )
+    code = verify_report.exit_code(result)
+    if code == 0 and others:
+        counts = ", ".join(
+            f"{sum(run['status'] == status for e in result['tiers'].values() for run in e['runs'])} {status}"
+            for status in others
+        )
+        stderr.print(f"[yellow]warning[/yellow]: {counts}: not a clean pass (see the reasons)", highlight=False)
+    raise typer.Exit(code)
 
 
 def main() -> None:

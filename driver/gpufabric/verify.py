@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric verify`: run nccl-tests through playbooks/verify.yml, then judge and report.
+
+The playbook (role nccl_tests) builds or checks nccl-tests on the inventory's hosts, runs the
+collectives once over MPI from the first host and fetches the outputs and a run.json to
+``<dir>/<tier>/<run id>/`` on this machine. ansible-runner runs it over the inventory's own
+connections (SSH, podman, local: the inventory's variables apply as they are), one tier after the
+other; its events become progress lines. The role is told not to fail the play on a verdict
+(nccl_tests_fail_on=never): the verdicts are this command's, made again from the files by
+gpufabric.report, so `--from-results` gives the same report from the same directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric import catalog as fabric_catalog
+from gpufabric import plot, report
+from gpufabric.collection import collection_root, collections_path, module_utils
+from gpufabric.errors import UserError
+
+TIERS = ("best", "standard")
+LOG_FILE = "ansible.log"
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    """What the command line asked for."""
+
+    inventory: str | None = None
+    collectives: list[str] = field(default_factory=list)
+    nodes: int | None = None
+    # Empty: not given (run tier best; --from-results reads every tier it finds).
+    tiers: list[str] = field(default_factory=list)
+    compare: bool = False
+    catalog_files: list[Path] = field(default_factory=list)
+    output: Path | None = None
+    from_results: Path | None = None
+    title: str | None = None
+
+
+def parse_tiers(tier: str | None, compare: str | None) -> tuple[list[str], bool]:
+    """--tier or --compare A,B (never both) -> (tiers in run order, compare)."""
+    if tier is not None and compare is not None:
+        raise UserError("give --tier or --compare, not both (--compare runs each of its tiers)")
+    if compare is not None:
+        tiers = [part.strip() for part in compare.split(",") if part.strip()]
+        if len(tiers) != 2 or len(set(tiers)) != 2 or any(t not in TIERS for t in tiers):
+            raise UserError(f"--compare {compare!r} must name two different tiers, e.g. standard,best")
+        return tiers, True
+    if tier is None:
+        return [], False
+    if tier not in TIERS:
+        raise UserError(f"unknown --tier {tier!r}; accepted: {', '.join(TIERS)}")
+    return [tier], False
+
+
+def parse_collectives(values: list[str] | None) -> list[str]:
+    """--collective all_reduce --collective all_gather, or all_reduce,all_gather; checked against nccl-tests."""
+    known: tuple[str, ...] = module_utils("nccl_tests_run").COLLECTIVES
+    names: list[str] = []
+    for value in values or []:
+        for name in (part.strip() for part in value.split(",")):
+            name = name.removesuffix("_perf")
+            if not name:
+                continue
+            if name not in known:
+                raise UserError(f"unknown --collective {name!r}; accepted: {', '.join(known)}")
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def default_output() -> Path:
+    return Path.cwd() / f"nccl-verify-{time.strftime('%Y%m%dT%H%M%S')}"
+
+
+def runner_env() -> dict[str, str]:
+    """Environment for ansible-playbook: this collection first, the `ansible` beside this Python."""
+    paths = [str(collections_path())]
+    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+        paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
+    return {
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def extra_vars(options: Options, tier: str, results_dir: Path) -> dict[str, Any]:
+    """The playbook's extra variables for one tier (they win over the inventory's)."""
+    variables: dict[str, Any] = {
+        "gpufabric_verify_tier": tier,
+        "gpufabric_verify_results_dir": str(results_dir.resolve()),
+        # The verdicts are this command's (report.build); the play fails only when something broke.
+        "nccl_tests_fail_on": "never",
+    }
+    if options.collectives:
+        variables["gpufabric_verify_collectives"] = list(options.collectives)
+    if options.nodes:
+        variables["gpufabric_verify_nodes"] = options.nodes
+    files = [str(path.resolve()) for path in fabric_catalog.override_files(options.catalog_files)]
+    if files:
+        variables["gpufabric_catalog_files"] = files
+    return variables
+
+
+class _Events:
+    """ansible-runner event handler: progress lines, and what failed."""
+
+    def __init__(self, tier: str, progress: Progress) -> None:
+        self.tier = tier
+        self.progress = progress
+        self.failures: list[str] = []
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        data = event.get("event_data") or {}
+        host, task = data.get("host"), data.get("task") or ""
+        result = data.get("res")
+        if not isinstance(result, dict):
+            result = {}
+        prefix = f"[{self.tier}]"
+        if kind == "playbook_on_play_start":
+            self.progress(f"{prefix} play: {data.get('play', '')}")
+        elif kind == "runner_on_ok":
+            changed = " (changed)" if result.get("changed") else ""
+            self.progress(f"{prefix} {host}: {task}{changed}")
+        elif kind == "runner_on_failed":
+            message = str(result.get("msg") or "failed").strip()
+            if data.get("ignore_errors"):
+                self.progress(f"{prefix} {host}: {task}: failed (ignored)")
+            else:
+                self.progress(f"{prefix} {host}: {task}: FAILED: {message}")
+                self.failures.append(f"{host}: {task}: {message}")
+        elif kind == "runner_on_unreachable":
+            message = str(result.get("msg") or "unreachable").strip()
+            self.progress(f"{prefix} {host}: {task}: UNREACHABLE: {message}")
+            self.failures.append(f"{host}: unreachable: {message}")
+        return True
+
+
+def run_tier(
+    options: Options,
+    tier: str,
+    results_dir: Path,
+    progress: Progress,
+    playbook: Path | None = None,
+) -> list[str]:
+    """Run the verify playbook for one tier into results_dir; the errors of a play that broke."""
+    import ansible_runner
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    inventory = str(options.inventory)
+    if Path(inventory).exists():
+        inventory = str(Path(inventory).resolve())
+    events = _Events(tier, progress)
+    book = playbook or collection_root() / "playbooks" / "verify.yml"
+    with tempfile.TemporaryDirectory(prefix="gpufabric-verify-") as private_dir:
+        runner = ansible_runner.run(
+            private_data_dir=private_dir,
+            playbook=str(book.resolve()),
+            inventory=inventory,
+            extravars=extra_vars(options, tier, results_dir),
+            envvars=runner_env(),
+            quiet=True,
+            event_handler=events,
+        )
+        log = results_dir / LOG_FILE
+        try:
+            log.write_text(runner.stdout.read(), encoding="utf-8")
+        except (OSError, AttributeError, ValueError):
+            log = Path(private_dir) / "artifacts"
+        rc, status = runner.rc, runner.status
+    if rc == 0:
+        return []
+    errors = events.failures or [f"ansible-playbook ended {status} (exit {rc}) before any task failed"]
+    return [*errors, f"the playbook's output: {log}"]
+
+
+def _prepare_output(path: Path, tiers: list[str]) -> None:
+    """-o DIR may exist, but a tier's directory in it must be empty: old results would be judged too."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"-o {path}: not a directory")
+    for tier in tiers:
+        tier_dir = path / tier
+        if tier_dir.exists() and any(tier_dir.iterdir()):
+            raise UserError(
+                f"-o {path}: {tier_dir} already holds results; choose a new directory, or re-judge them with "
+                f"--from-results {path}"
+            )
+
+
+def execute(options: Options, progress: Progress, playbook: Path | None = None) -> tuple[dict[str, Any], Path]:
+    """Run (unless --from-results), build report.json and busbw.png; returns the report and its directory."""
+    catalog = fabric_catalog.load(options.catalog_files)
+    tier_errors: dict[str, list[str]] = {}
+    if options.from_results is not None:
+        if options.inventory:
+            raise UserError(
+                "give -i INVENTORY (run nccl-tests) or --from-results DIR (judge earlier results), not both"
+            )
+        source = options.from_results
+        if not source.is_dir():
+            raise UserError(f"--from-results {source}: not a directory")
+        output = options.output or source
+        root = source
+        tiers = options.tiers or None
+    else:
+        if not options.inventory:
+            raise UserError("give -i INVENTORY to run nccl-tests, or --from-results DIR to judge earlier results")
+        output = options.output or default_output()
+        tiers = options.tiers or ["best"]
+        _prepare_output(output, tiers)
+        root = output
+        for tier in tiers:
+            progress(f"[{tier}] running playbooks/verify.yml; results in {output / tier}")
+            errors = run_tier(options, tier, output / tier, progress, playbook)
+            if errors:
+                tier_errors[tier] = errors
+    built = report.build(
+        root,
+        catalog,
+        tiers=tiers,
+        tier_errors=tier_errors,
+        compare=options.tiers if options.compare else None,
+    )
+    report.write(built, output)
+    plot.render(built, output / plot.PLOT_FILE, title=options.title)
+    return built, output
