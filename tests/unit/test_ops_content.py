@@ -1,0 +1,396 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Scheduling and AWX content: the systemd timer, the Kubernetes CronJob, the execution environment,
+collections/requirements.yml and the Packer template.
+
+Nothing here starts a unit, applies a manifest, builds an image or runs Packer: the files are checked
+by the tools that exist here (systemd-analyze, ansible-builder create, ansible-galaxy on the directory
+source) and structurally against what their consumers require.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SYSTEMD = REPO / "examples" / "systemd"
+SERVICE = SYSTEMD / "gpufabric-drift.service"
+TIMER = SYSTEMD / "gpufabric-drift.timer"
+CRONJOB = REPO / "examples" / "kubernetes" / "drift-cronjob.yaml"
+EE = REPO / "execution-environment.yml"
+REQUIREMENTS = REPO / "collections" / "requirements.yml"
+PACKER = REPO / "examples" / "packer" / "gpufabric-bake.pkr.hcl"
+OPERATIONS = REPO / "docs" / "operations.md"
+
+DRIFT_ARGS = [
+    "drift",
+    "-i",
+    "/etc/gpufabric/inventory.yml",
+    "--json",
+    "/var/lib/gpufabric/drift.json",
+    "--prom",
+    "/var/lib/node_exporter/textfile_collector/gpufabric_drift.prom",
+]
+DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def unit_sections(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file as section -> key -> values (keys such as Environment= repeat)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None and "=" in line, f"{path.name}:{number}: not a key=value line in a section: {raw!r}"
+        key, value = line.split("=", 1)
+        current.setdefault(key, []).append(value)
+    return sections
+
+
+def one(section: dict[str, list[str]], key: str) -> str:
+    values = section.get(key, [])
+    assert len(values) == 1, f"{key}= appears {len(values)} times; expected once"
+    return values[0]
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        pins[name.strip().lower().replace("_", "-")] = version.strip()
+    return pins
+
+
+def pip_pin(requirement: str) -> tuple[str, str]:
+    name, sep, version = requirement.partition("==")
+    assert sep, f"{requirement!r} is not pinned with =="
+    return name.strip().lower().replace("_", "-"), version.strip()
+
+
+# --- systemd ----------------------------------------------------------------------------------------------
+
+
+def test_service_runs_drift_unprivileged_as_a_oneshot():
+    service = unit_sections(SERVICE)["Service"]
+    assert one(service, "Type") == "oneshot"
+    assert one(service, "User") not in ("root", "0")
+    assert one(service, "ExecStart").split() == ["/opt/gpufabric/bin/gpufabric", *DRIFT_ARGS]
+    # Drift found (2) is an answer, not a broken check.
+    assert one(service, "SuccessExitStatus").split() == ["2"]
+    environment = dict(value.split("=", 1) for value in service["Environment"])
+    assert environment["HOME"] == "/var/lib/gpufabric" == "/var/lib/" + one(service, "StateDirectory")
+    key = environment["ANSIBLE_PRIVATE_KEY_FILE"]
+    # ProtectHome=true hides /home and /root: a key there would be unreadable.
+    assert not key.startswith(("/home/", "/root/"))
+
+
+def test_service_hardening_keeps_ssh_and_the_outputs_working():
+    service = unit_sections(SERVICE)["Service"]
+    for key in ("NoNewPrivileges", "PrivateTmp", "ProtectHome", "RestrictSUIDSGID", "ProtectKernelModules"):
+        assert one(service, key) == "true", key
+    assert one(service, "ProtectSystem") == "strict"
+    assert one(service, "CapabilityBoundingSet") == ""
+    # ssh needs the network: no private network, no IP deny list, the inet families allowed.
+    assert "PrivateNetwork" not in service and "IPAddressDeny" not in service
+    families = one(service, "RestrictAddressFamilies").split()
+    assert {"AF_INET", "AF_INET6", "AF_UNIX"} <= set(families)
+    # Under ProtectSystem=strict every output directory must be writable explicitly or be the state dir.
+    writable = [*one(service, "ReadWritePaths").split(), "/var/lib/" + one(service, "StateDirectory")]
+    for output in (DRIFT_ARGS[4], DRIFT_ARGS[6]):
+        assert any(output.startswith(directory + "/") for directory in writable), output
+
+
+def test_timer_is_nightly_randomized_and_persistent():
+    sections = unit_sections(TIMER)
+    timer = sections["Timer"]
+    assert re.fullmatch(r"\*-\*-\* \d\d:\d\d:\d\d", one(timer, "OnCalendar"))
+    assert one(timer, "RandomizedDelaySec")
+    assert one(timer, "Persistent") == "true"
+    assert one(timer, "Unit") == SERVICE.name
+    assert one(sections["Install"], "WantedBy") == "timers.target"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed on this machine")
+def test_systemd_analyze_verify_accepts_the_units(tmp_path):
+    # verify checks that ExecStart's program exists; point it at a stand-in and keep everything else.
+    stand_in = tmp_path / "gpufabric"
+    stand_in.write_text("#!/bin/sh\nexit 0\n")
+    stand_in.chmod(0o755)
+    (tmp_path / SERVICE.name).write_text(SERVICE.read_text().replace("/opt/gpufabric/bin/gpufabric", str(stand_in)))
+    shutil.copy(TIMER, tmp_path / TIMER.name)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", SERVICE.name, TIMER.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # It exits 0 on unknown keys and bad values too, and only says so: any output is a finding.
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+# --- Kubernetes -------------------------------------------------------------------------------------------
+
+
+def cronjob_objects() -> dict[str, dict]:
+    objects = [doc for doc in yaml.safe_load_all(CRONJOB.read_text()) if doc is not None]
+    by_kind = {}
+    for obj in objects:
+        # What every object needs (ObjectMeta: name is required), names as the API server accepts them.
+        assert {"apiVersion", "kind", "metadata"} <= obj.keys(), obj
+        assert DNS_1123_SUBDOMAIN.match(obj["metadata"]["name"]), obj["metadata"]["name"]
+        assert obj["kind"] not in by_kind, f"two {obj['kind']} objects"
+        by_kind[obj["kind"]] = obj
+    return by_kind
+
+
+def test_cronjob_required_fields_and_policies():
+    cronjob = cronjob_objects()["CronJob"]
+    assert cronjob["apiVersion"] == "batch/v1"
+    spec = cronjob["spec"]
+    # CronJobSpec requires schedule and jobTemplate; JobSpec requires template; PodSpec requires containers.
+    assert len(spec["schedule"].split()) == 5
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert isinstance(spec["successfulJobsHistoryLimit"], int) and spec["successfulJobsHistoryLimit"] >= 1
+    assert isinstance(spec["failedJobsHistoryLimit"], int) and spec["failedJobsHistoryLimit"] >= 1
+    job = spec["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    # A Job's pods may not use restartPolicy Always; a podFailurePolicy needs Never.
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["name"] and container["image"]
+    rule = job["podFailurePolicy"]["rules"][0]
+    assert rule["onExitCodes"] == {"containerName": container["name"], "operator": "In", "values": [2]}
+    assert rule["action"] == "FailJob"
+
+
+def test_cronjob_wires_inventory_key_and_reports():
+    objects = cronjob_objects()
+    pod = objects["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["gpufabric"]
+    args = container["args"]
+    assert args[0] == "drift"
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+    assert set(mounts.values()) <= volumes.keys()
+
+    def volume_at(path: str) -> dict:
+        directory, _, filename = path.rpartition("/")
+        assert directory in mounts, f"{path}: no volume mounted at {directory}"
+        return volumes[mounts[directory]] | {"file": filename}
+
+    inventory = volume_at(args[args.index("-i") + 1])
+    config_map = objects["ConfigMap"]
+    assert inventory["configMap"]["name"] == config_map["metadata"]["name"]
+    assert yaml.safe_load(config_map["data"][inventory["file"]])["all"]["hosts"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert "secret" in volume_at(env["ANSIBLE_PRIVATE_KEY_FILE"])
+    for flag in ("--json", "--prom"):
+        claim = volume_at(args[args.index(flag) + 1])["persistentVolumeClaim"]["claimName"]
+        assert claim == objects["PersistentVolumeClaim"]["metadata"]["name"]
+    # The root filesystem is read-only, so HOME (Ansible's temp files, SSH control sockets) is a volume.
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert env["HOME"] in mounts
+
+
+# --- collections/requirements.yml -------------------------------------------------------------------------
+
+
+def shipped_collection_version(fqcn: str) -> str:
+    """The version of a collection inside the pinned `ansible` package in this environment."""
+    namespace, name = fqcn.split(".")
+    spec = importlib.util.find_spec("ansible_collections")
+    assert spec is not None and spec.submodule_search_locations
+    for location in spec.submodule_search_locations:
+        manifest = Path(location) / namespace / name / "MANIFEST.json"
+        if manifest.is_file():
+            return str(json.loads(manifest.read_text())["collection_info"]["version"])
+    raise AssertionError(f"{fqcn} is not in the installed ansible package")
+
+
+def requirements() -> dict[str, dict]:
+    return {entry["name"]: entry for entry in yaml.safe_load(REQUIREMENTS.read_text())["collections"]}
+
+
+def test_requirements_cover_every_collection_the_content_uses():
+    used = set()
+    for path in [*REPO.glob("roles/*/**/*.yml"), *REPO.glob("playbooks/*.yml")]:
+        for module in re.findall(r"^\s*-?\s*([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+:", path.read_text(), re.MULTILINE):
+            used.add(module)
+    used -= {"ansible.builtin", "gpufabric.cluster"}
+    # sysctl keys such as net.core.optmem_max look like FQCNs; they are not collections.
+    used = {fqcn for fqcn in used if not fqcn.startswith("net.")}
+    assert used, "expected the roles to use at least community.general"
+    assert used <= requirements().keys()
+
+
+def test_requirements_pin_the_versions_of_the_pinned_ansible_package():
+    for fqcn, entry in requirements().items():
+        if fqcn == "gpufabric.cluster":
+            continue
+        assert entry["version"] == shipped_collection_version(fqcn), fqcn
+
+
+def galaxy_install_self(cwd: Path, tmp_path: Path, ansible_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Install only requirements.yml's gpufabric.cluster entry the way ansible-galaxy reads it, from cwd.
+
+    The other entries come from Galaxy, which is not reachable here; this one is the part that depends
+    on where the command runs.
+    """
+    entry = requirements()["gpufabric.cluster"]
+    only_self = tmp_path / "self-requirements.yml"
+    only_self.write_text(yaml.safe_dump({"collections": [entry]}))
+    target = tmp_path / "installed"
+    env = {**ansible_env, "ANSIBLE_COLLECTIONS_PATH": str(target), "ANSIBLE_HOME": str(tmp_path / "ansible-home")}
+    command = ["collection", "install", "--no-deps", "--force", "-r", str(only_self), "-p", str(target)]
+    return subprocess.run(
+        [str(BIN / "ansible-galaxy"), *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_awx_project_sync_installs_this_collection_from_the_checkout(tmp_path, ansible_env):
+    # AWX runs ansible-galaxy in the project's root; so does a developer following the docs.
+    assert requirements()["gpufabric.cluster"] == {"name": "gpufabric.cluster", "type": "dir", "source": "."}
+    result = galaxy_install_self(REPO, tmp_path, ansible_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    installed = tmp_path / "installed" / "ansible_collections" / "gpufabric" / "cluster"
+    assert (installed / "playbooks" / "site.yml").is_file()
+    assert not (installed / "driver").exists()
+
+
+# --- execution-environment.yml ----------------------------------------------------------------------------
+
+
+def test_execution_environment_pins_match_constraints():
+    definition = yaml.safe_load(EE.read_text())
+    assert definition["version"] == 3
+    assert definition["images"]["base_image"]["name"]
+    deps = definition["dependencies"]
+    pins = constraints()
+    for key in ("ansible_core", "ansible_runner"):
+        name, version = pip_pin(deps[key]["package_pip"])
+        assert pins[name] == version, f"{key}: {name}=={version}; constraints.txt has {pins.get(name)}"
+    python = dict(pip_pin(requirement) for requirement in deps["python"])
+    # What the collection's plugins import (its requirements.txt), each at the tested version.
+    plugin_needs = {
+        re.split(r"[<>=!~ ]", line, maxsplit=1)[0].lower().replace("_", "-")
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert plugin_needs <= python.keys()
+    for name, version in python.items():
+        assert pins[name] == version, f"python: {name}=={version}; constraints.txt has {pins.get(name)}"
+    assert (REPO / deps["galaxy"]) == REQUIREMENTS
+
+
+def test_ansible_builder_create_writes_a_context_that_installs_the_requirements(tmp_path, ansible_env):
+    context = tmp_path / "context"
+    result = subprocess.run(
+        [str(BIN / "ansible-builder"), "create", "-f", str(EE), "-c", str(context)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**ansible_env, "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    containerfile = (context / "Containerfile").read_text()
+    build = context / "_build"
+    assert (build / "requirements.yml").read_text() == REQUIREMENTS.read_text()
+    assert re.search(r"ansible-galaxy collection install .*-r requirements\.yml", containerfile)
+    assert "--user-pip=requirements.txt" in containerfile and "--user-bindep=bindep.txt" in containerfile
+    assert "PyYAML==6.0.4" in (build / "requirements.txt").read_text().split()
+    assert "openssh-clients" in (build / "bindep.txt").read_text()
+    assert 'ARG ANSIBLE_INSTALL_REFS="ansible-core==' in containerfile
+    # The galaxy stage runs in /build, a copy of _build: the directory source "." must find the
+    # collection there, as it does in the project root under AWX.
+    assert "COPY _build /build\nWORKDIR /build" in containerfile
+    installed = galaxy_install_self(build, tmp_path, ansible_env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    collection = tmp_path / "installed" / "ansible_collections" / "gpufabric" / "cluster"
+    for path in ("roles/nccl_env/tasks/main.yml", "plugins/lookup/fabric_plan.py", "catalog/aws.yml"):
+        assert (collection / path).is_file(), path
+    # ansible-builder introspects the installed collection for its Python needs.
+    meta = yaml.safe_load((collection / "meta" / "execution-environment.yml").read_text())
+    assert (collection / meta["dependencies"]["python"]).is_file()
+
+
+# --- Packer -----------------------------------------------------------------------------------------------
+
+
+def hcl_block(text: str, header: str) -> str:
+    """The body of the first block whose header matches (braces counted; HCL strings here hold none unbalanced)."""
+    match = re.search(header + r"\s*\{", text, re.MULTILINE)
+    assert match, f"no block {header!r}"
+    depth, start = 1, match.end()
+    for index in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[start:index]
+    raise AssertionError(f"block {header!r} is not closed")
+
+
+def test_packer_template_runs_bake_yml_with_the_ansible_provisioner():
+    text = PACKER.read_text()
+    assert text.count("{") == text.count("}")
+    build = hcl_block(text, r"^build")
+    provisioner = hcl_block(build, r'provisioner\s+"ansible"')
+    playbook = re.search(r'playbook_file\s*=\s*"\$\{path\.root\}/([^"]+)"', provisioner)
+    assert playbook, "playbook_file must be relative to the template (path.root)"
+    assert (PACKER.parent / playbook.group(1)).resolve() == REPO / "playbooks" / "bake.yml"
+    assert (REPO / "playbooks" / "bake.yml").is_file()
+    extra_vars = r"jsonencode\(\{\s*gpufabric_profile\s*=\s*var\.gpufabric_profile,\s*gpufabric_bake\s*=\s*true"
+    assert re.search(extra_vars, provisioner)
+    assert "ANSIBLE_COLLECTIONS_PATH=${var.collections_path}" in provisioner
+    # Every variable used is declared, and the plugins it needs are required.
+    declared = set(re.findall(r'^variable\s+"([a-z_]+)"', text, re.MULTILINE))
+    assert set(re.findall(r"\bvar\.([a-z_]+)", text)) <= declared
+    required = hcl_block(text, r"required_plugins")
+    assert "github.com/hashicorp/ansible" in required and "github.com/hashicorp/amazon" in required
+    sources = re.findall(r'^source\s+"([a-z0-9-]+)"\s+"([a-z0-9_-]+)"', text, re.MULTILINE)
+    assert [f"source.{kind}.{name}" for kind, name in sources] == re.findall(r'"(source\.[^"]+)"', build)
+
+
+# --- docs -------------------------------------------------------------------------------------------------
+
+
+def test_operations_doc_names_files_that_exist():
+    text = OPERATIONS.read_text()
+    named = set(re.findall(r"`((?:examples|collections|playbooks)/[^`\s]+|execution-environment\.yml)`", text))
+    for path in (SERVICE, TIMER, CRONJOB, EE, REQUIREMENTS, PACKER):
+        assert str(path.relative_to(REPO)) in named, f"docs/operations.md does not name {path.relative_to(REPO)}"
+    missing = sorted(path for path in named if not (REPO / path).exists())
+    assert missing == []
+
+
+def test_example_yaml_passes_yamllint_strict():
+    files = [CRONJOB, EE, REQUIREMENTS]
+    result = subprocess.run(
+        [str(BIN / "yamllint"), "--strict", *map(str, files)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
