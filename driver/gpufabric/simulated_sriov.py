@@ -16,9 +16,9 @@ Linux PCI core and mlx5 would, and answers ``ip`` for its devices:
 - ``ip -j -d link show dev PF`` and ``ip link set dev PF vf N mac|node_guid|port_guid|
   trust|spoofchk|vlan|state V``: the VF admin state lives in ``<root>/SIMULATED-vf-state.json``.
 
-Two ways to use it: in-process, ``SimulatedSriovHost(root)`` has the methods of
-``sriov.Host`` (module_utils) and reacts on each write, raising OSError as the kernel's
-write(2) would; or as processes: ``watch`` polls the tree and reacts (a change the kernel
+Two ways to use it: in-process, ``gpufabric.simulated_sriov_host.SimulatedSriovHost(root)``
+is ``sriov.Host`` (module_utils) with this kernel reacting on each write, raising OSError as
+the kernel's write(2) would; or as processes: ``watch`` polls the tree and reacts (a change the kernel
 would refuse is reverted and logged to ``<root>/SIMULATED-kernel-refusals.log``, since a
 file write cannot fail), ``ip`` stands in for /usr/sbin/ip (devices outside the tree go to
 the real ip) and ``reset`` removes all VFs and their state, as a fresh boot would.
@@ -461,70 +461,6 @@ class Kernel:
         for driver in sorted(drivers.iterdir()) if drivers.is_dir() else []:
             for name in ("bind", "unbind"):
                 (driver / name).write_text("", encoding="utf-8")
-
-
-class SimulatedSriovHost:
-    """``sriov.Host`` for a simulated tree, in-process: every write reacts at once as the kernel would.
-
-    ``writes`` records (path, value) of every write attempted, ``commands`` every command run.
-    """
-
-    def __init__(self, root: Path | str) -> None:
-        self.root = str(root)
-        self.kernel = Kernel(root)
-        self.kernel.prepare()
-        self.writes: list[tuple[str, str]] = []
-        self.commands: list[list[str]] = []
-        self.ip_command = "ip"
-
-    def local(self, path: str) -> str:
-        return os.path.join(self.root, path.lstrip("/"))
-
-    def read(self, path: str) -> str:
-        with open(self.local(path), encoding="utf-8") as handle:
-            return handle.read().strip()
-
-    def write(self, path: str, value: str) -> None:
-        self.writes.append((path, value))
-        numvfs = re.match(r"^/sys/bus/pci/devices/([^/]+)/sriov_numvfs$", path)
-        driver = re.match(r"^/sys/bus/pci/drivers/([^/]+)/(bind|unbind)$", path)
-        if numvfs:
-            self.kernel.change_numvfs(numvfs.group(1), value)
-        elif driver:
-            getattr(self.kernel, driver.group(2))(driver.group(1), value)
-            return
-        fd = os.open(self.local(path), os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, value.encode())
-        finally:
-            os.close(fd)
-
-    def exists(self, path: str) -> bool:
-        return os.path.lexists(self.local(path))
-
-    def listdir(self, path: str) -> list[str]:
-        try:
-            return sorted(os.listdir(self.local(path)))
-        except OSError:
-            return []
-
-    def readlink(self, path: str) -> str:
-        return os.readlink(self.local(path))
-
-    def realpath(self, path: str) -> str:
-        root = os.path.realpath(self.root)
-        resolved = os.path.relpath(os.path.realpath(self.local(path)), root)
-        return "/" + ("" if resolved == "." else resolved)
-
-    def run(self, argv: list[str]) -> tuple[int, str, str]:
-        self.commands.append(list(argv))
-        if os.path.basename(argv[0]) != "ip":
-            return 127, "", f"simulated host: only ip is simulated, not {argv[0]}\n"
-        answer = self.kernel.ip(argv[1:])
-        return answer if answer is not None else (1, "", f"simulated host: {' '.join(argv)} names no device\n")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(min(seconds, 0.001))
 
 
 def _real_ip(args: list[str]) -> int:

@@ -21,7 +21,8 @@ import pytest
 from gpufabric import simulated_sriov
 from gpufabric.collection import module_utils
 from gpufabric.simulated_hw import write_tree
-from gpufabric.simulated_sriov import Kernel, SimulatedSriovHost
+from gpufabric.simulated_sriov import Kernel
+from gpufabric.simulated_sriov_host import SimulatedSriovHost
 
 catalog = module_utils("fabric_catalog").load_catalog()
 SCRIPT = simulated_sriov.__file__

@@ -19,7 +19,7 @@ import pytest
 from gpufabric import simulated_sriov
 from gpufabric.collection import collection_root, module_utils
 from gpufabric.simulated_hw import write_tree
-from gpufabric.simulated_sriov import SimulatedSriovHost
+from gpufabric.simulated_sriov_host import SimulatedSriovHost
 
 sriov = module_utils("sriov")
 catalog = module_utils("fabric_catalog").load_catalog()
