@@ -25,18 +25,10 @@ import sys
 import tarfile
 from pathlib import Path
 
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "alltoall",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-    "gather",
-    "scatter",
-    "hypercube",
-)
+from gpufabric.collection import module_utils
+
+# The test programs the role builds and checks: the collection's own list, so the double has exactly those.
+COLLECTIVES = module_utils("nccl_tests_run").COLLECTIVES
 MARK = "TEST DOUBLE, not NVIDIA's nccl-tests"
 RANKS = 8
 BUSBW = (150.2, 211.7, 268.4, 331.9, 379.6, 418.3, 444.8, 459.1, 469.7, 476.2, 479.4, 481.3)
