@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import collections_path
+from gpufabric import simulated_sriov
+from gpufabric.collection import collections_path, module_utils
+from gpufabric.simulated_hw import write_tree
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -52,3 +55,22 @@ def gpufabric(ansible_env: dict[str, str]):
         )
 
     return run
+
+
+@pytest.fixture
+def sriov_tree(tmp_path: Path) -> Iterator[Path]:
+    """A SIMULATED HGX with 8 InfiniBand HCAs, its kernel watching, and an ip stand-in in tmp_path/bin."""
+    profile = module_utils("fabric_catalog").load_catalog().get("baremetal/hgx-h100-ib-ndr-sriov")
+    root = write_tree(profile, tmp_path / "tree")
+    stand_in = tmp_path / "bin/ip"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{simulated_sriov.__file__}" ip --root "{root}" -- "$@"\n')
+    stand_in.chmod(0o755)
+    simulated_sriov.Kernel(root).prepare()
+    watch = [sys.executable, simulated_sriov.__file__, "watch", "--root", str(root), "--interval", "0.005"]
+    process = subprocess.Popen(watch)
+    try:
+        yield root
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,21 +28,8 @@ PF, NETDEV = "0000:17:00.0", "ibp23s0"
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Iterator[Path]:
-    """A SIMULATED HGX with 8 InfiniBand HCAs, its kernel watching, and an ip stand-in in tmp_path/bin."""
-    root = write_tree(catalog.get("baremetal/hgx-h100-ib-ndr-sriov"), tmp_path / "tree")
-    stand_in = tmp_path / "bin/ip"
-    stand_in.parent.mkdir()
-    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{simulated_sriov.__file__}" ip --root "{root}" -- "$@"\n')
-    stand_in.chmod(0o755)
-    simulated_sriov.Kernel(root).prepare()
-    watch = [sys.executable, simulated_sriov.__file__, "watch", "--root", str(root), "--interval", "0.005"]
-    process = subprocess.Popen(watch)
-    try:
-        yield root
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def tree(sriov_tree: Path) -> Path:
+    return sriov_tree
 
 
 def write_config(tree: Path, **top: object) -> Path:

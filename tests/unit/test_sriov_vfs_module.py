@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ import pytest
 
 from gpufabric import simulated_sriov
 from gpufabric.collection import module_utils
-from gpufabric.simulated_hw import write_tree
 
 catalog = module_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
@@ -28,20 +26,8 @@ PF, NETDEV = "0000:17:00.0", "ibp23s0"
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Iterator[Path]:
-    root = write_tree(catalog.get("baremetal/hgx-h100-ib-ndr-sriov"), tmp_path / "tree")
-    stand_in = tmp_path / "bin/ip"
-    stand_in.parent.mkdir()
-    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{simulated_sriov.__file__}" ip --root "{root}" -- "$@"\n')
-    stand_in.chmod(0o755)
-    simulated_sriov.Kernel(root).prepare()
-    watch = [sys.executable, simulated_sriov.__file__, "watch", "--root", str(root), "--interval", "0.005"]
-    process = subprocess.Popen(watch)
-    try:
-        yield root
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def tree(sriov_tree: Path) -> Path:
+    return sriov_tree
 
 
 def ansible(ansible_env: dict[str, str], tree: Path, args: dict[str, Any], *extra: str) -> dict[str, Any]:
