@@ -42,8 +42,9 @@ RETURN = r"""
 _value:
   description:
     - C(sriov_plan) returns C(profile), C(link_type) (infiniband or ethernet), C(num_vfs), C(pci_ids), C(pfs)
-      (pf, pci_address, netdev, rdma_device, totalvfs, numvfs, vfs), C(config) (the JSON document the boot unit
-      reads), C(firmware) (settings wanted), C(summary) and C(errors).
+      (pf, pci_address, netdev, rdma_device, totalvfs, numvfs, vfs), C(config) (the physical functions to
+      configure now), C(boot_config) (the JSON document the boot unit reads), C(firmware) (settings wanted),
+      C(summary) and C(errors).
     - C(sriov_firmware_plan) returns C(devices) (per physical function, see module_utils/sriov_firmware.py),
       C(waiting) (PCI addresses whose VFs must wait for the reboot), C(reboot_required) and C(errors).
     - C(sriov_address_conflicts) and C(sriov_drift) return lists of sentences.
@@ -365,12 +366,19 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any], hardware: dict[str, 
             )
 
     entries = [{"pf": pf["pf"], **shared, "vfs": pf["vfs"]} for pf in pfs]
-    select = None
-    if settings.get("bake") and not requested:
-        select = {"pci_ids": result["pci_ids"], "settings": {**shared, "vfs": []}}
+    sysfs_root = settings.get("hw_root") or "/"
+    by_pci_id = {"pci_ids": result["pci_ids"], "settings": {**shared, "vfs": []}}
+    select = by_pci_id if settings.get("bake") and not requested else None
     result["pfs"] = pfs
     result["select"] = select
-    result["config"] = {"sysfs_root": settings.get("hw_root") or "/", "physical_functions": entries, "select": select}
+    result["config"] = {"sysfs_root": sysfs_root, "physical_functions": entries, "select": select}
+    # The file the boot unit reads. Where the PFs were found the way a bake's boot unit finds them (by the
+    # profile's PCI ids: neither the operator nor the profile names them) and no PF has a VF list of its own, a
+    # live host writes what a bake writes: a host booted from a baked image then carries the very file a live
+    # run would write (no drift), and a renumbered PCI bus changes nothing.
+    result["boot_config"] = result["config"]
+    if not requested and not layout.get("physical_functions") and not any(pf["vfs"] for pf in pfs):
+        result["boot_config"] = {"sysfs_root": sysfs_root, "physical_functions": [], "select": by_pci_id}
 
     firmware_vfs = settings.get("firmware_num_vfs")
     if firmware_vfs is not None and (not _is_int(firmware_vfs) or firmware_vfs < max(num_vfs, 1)):

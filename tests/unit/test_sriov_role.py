@@ -262,6 +262,26 @@ def test_bake_with_named_physical_functions():
 def test_hw_root_goes_into_the_boot_configuration(facts):
     plan = plan_for(facts, hw_root="/simulated-hw")
     assert plan["config"]["sysfs_root"] == "/simulated-hw"
+    assert plan["boot_config"]["sysfs_root"] == "/simulated-hw"
+
+
+def test_live_host_boots_from_the_file_a_bake_writes(facts):
+    """PFs from the profile: the boot file selects by PCI id, so a host from a baked image shows no drift."""
+    live = plan_for(facts)
+    baked = role_filter.plan(catalog_plan(), settings(bake=True), {})
+    assert [entry["pf"] for entry in live["config"]["physical_functions"]] == PFS
+    assert live["boot_config"] == baked["boot_config"] == baked["config"]
+    assert live["boot_config"]["physical_functions"] == []
+
+
+def test_named_physical_functions_stay_named_at_boot(facts):
+    named = plan_for(facts, physical_functions=["ibp23s0"], num_vfs=4)
+    assert named["boot_config"] == named["config"]
+    assert named["boot_config"]["select"] is None
+    vfs = {"mlx5_0": [{"index": 0, "guid": "02:00:00:00:00:00:00:01"}]}
+    with_vf_list = plan_for(facts, num_vfs=1, vfs=vfs)
+    assert with_vf_list["errors"] == []
+    assert with_vf_list["boot_config"] == with_vf_list["config"]
 
 
 # ---------------------------------------------------------------------------
