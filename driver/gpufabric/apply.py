@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric apply`: run playbooks/site.yml over an inventory and summarize every host.
+
+The run goes through gpufabric.runs (ansible-runner, the inventory's own connections, the tuned
+Ansible settings, artifacts kept). The per-host summary comes from the run's events: the task
+counts of the play recap, the first error, and `gpufabric_reboot_required`, which site.yml's last
+task sets on every host that finished the play. Exit 0 when every host ran to its end (or was
+skipped by site.yml for want of a profile), 1 when one failed, was unreachable, or never got to
+run (the play stopped first: --max-fail, or a whole --serial batch failed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from gpufabric import ansible_settings, drift_report, runs
+from gpufabric import catalog as fabric_catalog
+from gpufabric.errors import UserError
+
+TIERS = ("best", "standard")
+EXIT_OK, EXIT_FAILED = 0, 1
+# Per-host states, worst first.
+STATES = ("unreachable", "failed", "stopped", "changed", "ok", "skipped")
+STATE_STYLE = {
+    "unreachable": "bold red",
+    "failed": "bold red",
+    "stopped": "bold red",
+    "changed": "yellow",
+    "ok": "green",
+    "skipped": "dim",
+}
+BAD_STATES = ("unreachable", "failed", "stopped")
+_SERIAL = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
+# site.yml's message for a host it leaves alone because no catalog profile fits it.
+_SKIPPED_PREFIX = "SKIPPED "
+
+
+@dataclass
+class ApplyOptions:
+    inventory: str
+    tier: str | None = None
+    limit: str | None = None
+    check: bool = False
+    serial: str | None = None
+    max_fail: str | None = None
+    catalog_files: list[Path] = field(default_factory=list)
+    artifacts: Path | None = None
+    settings: str = ansible_settings.TUNED
+
+
+@dataclass
+class HostSummary:
+    """One host after the run: task counts from the recap, state, reboot need and first error."""
+
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    reboot_required: bool | None = None  # None: the host did not reach site.yml's last task
+    error: str | None = None
+    state: str = "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "ok": self.ok,
+            "changed": self.changed,
+            "failed": self.failed,
+            "unreachable": self.unreachable,
+            "skipped": self.skipped,
+            "reboot_required": self.reboot_required,
+            "error": self.error,
+        }
+
+
+@dataclass
+class ApplyResult:
+    hosts: dict[str, HostSummary]
+    run: runs.PlaybookRun
+    check: bool = False
+    problems: list[str] = field(default_factory=list)  # run-level: the playbook broke, no recap
+
+    @property
+    def exit_code(self) -> int:
+        bad = any(host.state in BAD_STATES for host in self.hosts.values())
+        return EXIT_FAILED if bad or self.problems else EXIT_OK
+
+    def hosts_in(self, state: str) -> list[str]:
+        return [name for name, host in self.hosts.items() if host.state == state]
+
+
+def parse_tier(tier: str | None) -> str | None:
+    if tier is not None and tier not in TIERS:
+        raise UserError(f"unknown --tier {tier!r}; accepted: {', '.join(TIERS)}")
+    return tier
+
+
+def parse_serial(value: str | None) -> int | str | None:
+    """--serial N (hosts per batch, N >= 1) or P% (1-100) -> Ansible's serial keyword value."""
+    if value is None:
+        return None
+    match = _SERIAL.match(value)
+    if match:
+        number, percent = int(match.group(1)), match.group(2)
+        if percent and 1 <= number <= 100:
+            return f"{number}%"
+        if not percent and number >= 1:
+            return number
+    raise UserError(f"--serial {value!r}: give a number of hosts per batch (1 or more) or a percentage (1%-100%)")
+
+
+def parse_max_fail(value: str | None) -> int | None:
+    """--max-fail P% (0-100): stop the play when more than P% of a batch failed."""
+    if value is None:
+        return None
+    match = _SERIAL.match(value)
+    if match and 0 <= int(match.group(1)) <= 100:
+        return int(match.group(1))
+    raise UserError(f"--max-fail {value!r}: give a percentage from 0% to 100%, e.g. 10%")
+
+
+def parse_limit(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    if not value.strip():
+        raise UserError("--limit '': give a host pattern, e.g. gpu-node-1 or rack7 or 'gpu*'")
+    return [value]
+
+
+def extra_vars(
+    tier: str | None, catalog_files: list[Path], serial: int | str | None = None, max_fail: int | None = None
+) -> dict[str, Any]:
+    """site.yml's extra variables (they win over the inventory's); only what was asked for."""
+    variables: dict[str, Any] = {}
+    if tier is not None:
+        variables["gpufabric_tier"] = tier
+    if serial is not None:
+        variables["gpufabric_serial"] = serial
+    if max_fail is not None:
+        variables["gpufabric_max_fail_percentage"] = max_fail
+    files = [str(path.resolve()) for path in fabric_catalog.override_files(catalog_files)]
+    if files:
+        # Only when given: an inventory's own gpufabric_catalog_files must not be overwritten with nothing.
+        variables["gpufabric_catalog_files"] = files
+    return variables
+
+
+def _facts_and_skips(events: list[dict[str, Any]]) -> tuple[dict[str, bool], set[str], bool]:
+    """(reboot fact per host that finished, hosts site.yml skipped, whether the play was stopped)."""
+    reboot: dict[str, bool] = {}
+    skipped: set[str] = set()
+    stopped = False
+    for event in events:
+        kind = event.get("event")
+        data = runs.as_mapping(event.get("event_data"))
+        host = data.get("host")
+        if kind == "playbook_on_no_hosts_remaining":
+            stopped = True
+        if kind != "runner_on_ok" or not isinstance(host, str):
+            continue
+        res = runs.as_mapping(data.get("res"))
+        facts = runs.as_mapping(res.get("ansible_facts"))
+        if runs.REBOOT_FACT in facts:
+            reboot[host] = facts[runs.REBOOT_FACT] in (True, "True", "true")
+        message = res.get("msg")
+        if isinstance(message, str) and message.startswith(f"{_SKIPPED_PREFIX}{host}:"):
+            skipped.add(host)
+    return reboot, skipped, stopped
+
+
+def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
+    """Per-host summaries of a site.yml run (every host the run was meant to cover is listed)."""
+    seen = drift_report.summarize(run.events, expected_hosts=run.hosts)
+    reboot, skipped, stopped = _facts_and_skips(run.events)
+    ran = _hosts_in_events(run.events)
+    hosts: dict[str, HostSummary] = {}
+    problems: list[str] = []
+    for name, drift in seen.hosts.items():
+        counts = drift.counts
+        summary = HostSummary(
+            ok=counts["ok"],
+            changed=counts["changed"],
+            failed=counts["failed"],
+            unreachable=counts["unreachable"],
+            skipped=counts["skipped"],
+            reboot_required=reboot.get(name),
+        )
+        if drift.errors:
+            summary.error = f"{drift.errors[0].task}: {drift.errors[0].message}"
+        if name not in ran:
+            summary.state = "stopped"
+            summary.error = "the host never ran: the play stopped before its batch, or the run broke"
+        elif drift.state in ("unreachable", "failed"):
+            summary.state = drift.state
+        elif name in reboot:
+            summary.state = "changed" if summary.changed else "ok"
+        elif name in skipped:
+            summary.state = "skipped"
+            summary.error = "no catalog profile fits this host (site.yml skipped it)"
+        else:
+            summary.state = "stopped"
+            summary.error = (
+                "the play stopped before this host finished (--max-fail, or a whole --serial batch failed)"
+                if stopped
+                else "the host did not finish the play (no summary task ran on it)"
+            )
+        hosts[name] = summary
+    if run.rc != 0 and not any(host.state in ("failed", "unreachable") for host in hosts.values()):
+        problems.append(
+            f"ansible-playbook ended {run.status} (exit {run.rc}) with no host failing; "
+            f"its output: {run.artifacts_dir / 'stdout'}"
+        )
+    problems.extend(problem for problem in seen.problems if problem not in problems)
+    return ApplyResult(hosts, run, check, problems)
+
+
+def _hosts_in_events(events: list[dict[str, Any]]) -> set[str]:
+    found: set[str] = set()
+    for event in events:
+        data = runs.as_mapping(event.get("event_data"))
+        if str(event.get("event", "")).startswith("runner_on_") and isinstance(data.get("host"), str):
+            found.add(data["host"])
+        if event.get("event") == "playbook_on_stats":
+            for key in ("processed", "ok", "dark", "failures", "skipped"):
+                per_host = data.get(key)
+                if isinstance(per_host, Mapping):
+                    found.update(str(name) for name in per_host)
+    return found
+
+
+def execute(
+    options: ApplyOptions,
+    progress: runs.Progress | None = None,
+    *,
+    watch: Callable[[runs.Tally], None] | None = None,
+    artifacts_dir: Path | None = None,
+    label: str = "apply",
+) -> ApplyResult:
+    """Validate the options, run site.yml and summarize it.
+
+    artifacts_dir: this run's own artifact directory (gpufabric drift --remediate gives one);
+    without it, <--artifacts or ./gpufabric-runs/apply-<time>>/apply.
+    """
+    tier = parse_tier(options.tier)
+    ansible_settings.parse_name(options.settings)
+    serial = parse_serial(options.serial)
+    max_fail = parse_max_fail(options.max_fail)
+    limit = parse_limit(options.limit)
+    if artifacts_dir is None:
+        base = options.artifacts or runs.default_artifacts("apply")
+        runs.check_artifacts(base)
+        artifacts_dir = base / "apply"
+    hosts = runs.inventory_hosts(options.inventory, limit)
+    if not hosts:
+        where = f" matching --limit {options.limit!r}" if options.limit else ""
+        raise UserError(f"inventory {options.inventory!r} has no host{where}")
+    run = runs.run_playbook(
+        runs.site_playbook(),
+        options.inventory,
+        check=options.check,
+        diff=options.check,
+        limit=limit,
+        extravars=extra_vars(tier, options.catalog_files, serial, max_fail),
+        settings=options.settings,
+        artifacts_dir=artifacts_dir,
+        progress=progress,
+        hosts=hosts,
+        watch=watch,
+        label=label,
+    )
+    return summarize(run, options.check)
+
+
+def _short(text: str | None, limit: int = 160) -> str:
+    """The first line of an error, cut for a table cell (the summary keeps it whole)."""
+    if not text:
+        return "-"
+    line = text.strip().splitlines()[0]
+    return line if len(line) <= limit and line == text.strip() else line[: limit - 3].rstrip() + "..."
+
+
+def _count(value: int) -> Text:
+    return Text(str(value), style="" if value else "dim")
+
+
+def table(result: ApplyResult) -> Table:
+    mode = " (check mode: nothing was changed)" if result.check else ""
+    output = Table(title=f"gpufabric apply{mode}", title_justify="left")
+    # A host's name is never cut (the error column gives way on a narrow terminal).
+    output.add_column("host", overflow="fold")
+    output.add_column("state")
+    for column in ("ok", "changed", "failed", "unreachable"):
+        output.add_column(column, justify="right")
+    output.add_column("reboot required")
+    output.add_column("first error")
+    for name, host in result.hosts.items():
+        reboot = "-" if host.reboot_required is None else ("YES" if host.reboot_required else "no")
+        output.add_row(
+            Text(name),
+            Text(host.state.upper(), style=STATE_STYLE[host.state]),
+            _count(host.ok),
+            _count(host.changed),
+            _count(host.failed),
+            _count(host.unreachable),
+            Text(reboot, style="bold yellow" if host.reboot_required else ""),
+            Text(_short(host.error)),
+        )
+    return output
+
+
+def render(result: ApplyResult, console: Console) -> None:
+    """The per-host table, run problems, a closing line with the exit code, and the artifacts path."""
+    console.print(table(result))
+    for problem in result.problems:
+        console.print(f"[red]error[/red]: {escape(problem)}", highlight=False)
+    counts = {state: len(result.hosts_in(state)) for state in STATES}
+    shown = ", ".join(f"{counts[state]} {state}" for state in reversed(STATES) if counts[state])
+    reboots = sum(1 for host in result.hosts.values() if host.reboot_required)
+    if reboots:
+        shown += f"; {reboots} need a reboot"
+    console.print(f"{shown or 'no host'} (exit {result.exit_code})", highlight=False)
+    console.print(f"artifacts: {escape(str(result.run.artifacts_dir))}", highlight=False)

@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric drift`: run playbooks/site.yml in check and diff mode and report each host's drift.
+
+One check is one site.yml run with --check --diff through gpufabric.runs; drift_report.summarize
+reads its events, with the inventory's hosts (after --limit) as the expected hosts, so a host that
+never answered is unreachable, never clean. With --remediate, the hosts that drifted (and only
+those: failed or unreachable ones are left for a person) get `gpufabric apply` limited to them,
+then the whole selection is checked once more. The reports and the exit code describe the last
+check: 0 clean, 2 drifted, 1 a host failed or was unreachable or the check itself broke.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from gpufabric import ansible_settings, apply, drift_report, runs
+from gpufabric.errors import UserError
+
+
+@dataclass
+class DriftOptions:
+    inventory: str
+    tier: str | None = None
+    limit: str | None = None
+    catalog_files: list[Path] = field(default_factory=list)
+    remediate: bool = False
+    json_path: Path | None = None
+    junit_path: Path | None = None
+    prom_path: Path | None = None
+    artifacts: Path | None = None
+    settings: str = ansible_settings.TUNED
+    diffs: bool = False
+
+
+@dataclass
+class DriftOutcome:
+    first: drift_report.DriftResult
+    remediation: apply.ApplyResult | None
+    final: drift_report.DriftResult
+    exit_code: int
+    artifacts_dir: Path | None = None  # holds check/ (and remediate/, final-check/)
+    problems: list[str] = field(default_factory=list)  # why a remediation did not run
+
+
+def _check_report_paths(options: DriftOptions) -> None:
+    """Fail before a long run, not after it, when a report cannot be written where asked."""
+    for option, path in (("--json", options.json_path), ("--junit", options.junit_path), ("--prom", options.prom_path)):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise UserError(f"{option} {path}: is a directory; give a file name")
+        if not path.parent.is_dir():
+            raise UserError(f"{option} {path}: the directory {path.parent} does not exist")
+
+
+def _run_problem(run: runs.PlaybookRun, result: drift_report.DriftResult) -> str | None:
+    """A run that ended badly with no host to blame (a playbook error, ansible missing)."""
+    if run.rc == 0 or result.hosts_in("failed") or result.hosts_in("unreachable"):
+        return None
+    output = run.artifacts_dir / "stdout"
+    return f"ansible-playbook ended {run.status} (exit {run.rc}) with no host failing; its output: {output}"
+
+
+def run_check(
+    options: DriftOptions,
+    artifacts_dir: Path,
+    hosts: list[str],
+    progress: runs.Progress | None = None,
+    watch: Callable[[runs.Tally], None] | None = None,
+    label: str = "check",
+) -> drift_report.DriftResult:
+    """One site.yml --check --diff run over `hosts` (the inventory's, after --limit)."""
+    if not hosts:
+        # Nothing to run: summarize says "no host was checked", which is an error, never clean.
+        return drift_report.summarize([])
+    run = runs.run_playbook(
+        runs.site_playbook(),
+        options.inventory,
+        check=True,
+        diff=True,
+        limit=apply.parse_limit(options.limit),
+        extravars=apply.extra_vars(apply.parse_tier(options.tier), options.catalog_files),
+        settings=options.settings,
+        artifacts_dir=artifacts_dir,
+        progress=progress,
+        hosts=hosts,
+        watch=watch,
+        label=label,
+    )
+    result = drift_report.summarize(run.events, expected_hosts=hosts)
+    problem = _run_problem(run, result)
+    if problem:
+        result.problems.append(problem)
+    return result
+
+
+def _artifacts_base(options: DriftOptions) -> Path:
+    base = options.artifacts or runs.default_artifacts("drift")
+    runs.check_artifacts(base)
+    return base
+
+
+def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift_report.DriftResult:
+    """One check of the inventory's hosts (after --limit); artifacts in <base>/check."""
+    apply.parse_tier(options.tier)
+    ansible_settings.parse_name(options.settings)
+    base = _artifacts_base(options)
+    hosts = runs.inventory_hosts(options.inventory, apply.parse_limit(options.limit))
+    return run_check(options, base / "check", hosts, progress)
+
+
+def write_reports(result: drift_report.DriftResult, options: DriftOptions) -> list[Path]:
+    """The --json, --junit and --prom files, each written atomically."""
+    written = []
+    for path, render in (
+        (options.json_path, drift_report.to_json),
+        (options.junit_path, drift_report.to_junit),
+        (options.prom_path, drift_report.to_prometheus),
+    ):
+        if path is not None:
+            drift_report.write_atomically(path, render(result))
+            written.append(path)
+    return written
+
+
+class _Refused(Exception):
+    """The remediation cannot be limited to exactly the drifted hosts."""
+
+
+def _remediate(
+    options: DriftOptions,
+    drifted: list[str],
+    base: Path,
+    progress: runs.Progress | None,
+    watch: Callable[[runs.Tally], None] | None,
+) -> apply.ApplyResult:
+    """gpufabric apply on exactly the drifted hosts."""
+    # A host name can read as a pattern (`web*`, `~re`, `a:b`): run only when the limit selects
+    # exactly the drifted hosts, so a clean host is never touched.
+    selected = runs.inventory_hosts(options.inventory, [",".join(drifted)])
+    if sorted(selected) != sorted(drifted):
+        extra = sorted(set(selected) - set(drifted))
+        raise _Refused(
+            f"remediation not run: a --limit of the drifted hosts would also select {', '.join(extra) or 'other hosts'}"
+            if extra
+            else "remediation not run: the drifted hosts' names do not select themselves as an Ansible --limit"
+        )
+    remedy = apply.ApplyOptions(
+        options.inventory,
+        tier=options.tier,
+        limit=",".join(drifted),
+        catalog_files=options.catalog_files,
+        settings=options.settings,
+    )
+    return apply.execute(remedy, progress, watch=watch, artifacts_dir=base / "remediate", label="remediate")
+
+
+def execute(
+    options: DriftOptions,
+    progress: runs.Progress | None = None,
+    console: Console | None = None,
+    *,
+    watch: Callable[[runs.Tally], None] | None = None,
+) -> DriftOutcome:
+    """Check, and with --remediate apply to the drifted hosts and check again; write the reports."""
+    apply.parse_tier(options.tier)
+    ansible_settings.parse_name(options.settings)
+    limit = apply.parse_limit(options.limit)
+    _check_report_paths(options)
+    base = _artifacts_base(options)
+    hosts = runs.inventory_hosts(options.inventory, limit)
+    out = console or Console(quiet=True)
+    steps = 3 if options.remediate else 1
+
+    def step(number: int, text: str) -> None:
+        if options.remediate:
+            out.print(f"[bold]step {number}/{steps}: {escape(text)}[/bold]", highlight=False)
+
+    step(1, f"check {len(hosts)} host(s)")
+    first = run_check(options, base / "check", hosts, progress, watch, "check")
+    drift_report.render(first, out, diffs=options.diffs)
+    final, remediation, problems = first, None, []
+    if options.remediate:
+        drifted = first.hosts_in("drifted")
+        if not drifted:
+            step(2, "remediate: no host drifted, nothing to apply")
+            step(3, "final check: not needed, the first check stands")
+        else:
+            step(2, f"remediate {len(drifted)} drifted host(s): {', '.join(drifted)}")
+            try:
+                remediation = _remediate(options, drifted, base, progress, watch)
+            except _Refused as refused:
+                problems.append(str(refused))
+                out.print(f"[red]error[/red]: {escape(str(refused))}", highlight=False)
+            if remediation is not None:
+                apply.render(remediation, out)
+                step(3, f"final check of {len(hosts)} host(s)")
+                final = run_check(options, base / "final-check", hosts, progress, watch, "final check")
+                drift_report.render(final, out, diffs=options.diffs)
+    for path in write_reports(final, options):
+        out.print(f"wrote {escape(str(path))}", highlight=False)
+    if base.exists():
+        out.print(f"artifacts: {escape(str(base))}", highlight=False)
+    return DriftOutcome(first, remediation, final, final.exit_code, base, problems)

@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Run a playbook through ansible-runner for `gpufabric apply` and `gpufabric drift`.
+
+ansible-runner starts ansible-playbook over the inventory's own connections (SSH, podman, local:
+the inventory's variables apply as they are) with this collection on ANSIBLE_COLLECTIONS_PATH and
+one of the named Ansible settings sets (gpufabric.ansible_settings). Host key checking stays on:
+ansible-runner turns it off unless the environment says otherwise, and an unattended drift run
+must never trust a key it has not seen. Every run keeps ansible-runner's artifact directory
+(job_events/, stdout, command, rc, status) where the caller says; its events are collected, and
+a `Tally` of them gives the progress lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpufabric import ansible_settings
+from gpufabric.collection import collection_root, collections_path
+from gpufabric.errors import UserError
+
+Progress = Callable[[str], None]
+# The fact site.yml's last task sets on every host that finished the play.
+REBOOT_FACT = "gpufabric_reboot_required"
+RUNS_DIR = "gpufabric-runs"
+
+
+@dataclass
+class PlaybookRun:
+    """One ansible-playbook run: its exit, events (counter order) and where its artifacts are kept."""
+
+    rc: int
+    status: str
+    events: list[dict[str, Any]]
+    artifacts_dir: Path
+    duration_s: float
+    hosts: list[str] = field(default_factory=list)  # the inventory's hosts the run was meant to cover
+    settings: dict[str, str] = field(default_factory=dict)  # the Ansible settings it ran with
+
+
+def site_playbook() -> Path:
+    return collection_root() / "playbooks" / "site.yml"
+
+
+def _ansible_command(name: str) -> str:
+    # The one installed beside this Python (a venv) first, then PATH.
+    beside = Path(sys.executable).with_name(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise UserError(f"{name} not found; install gpufabric with its dependencies (ansible-core)")
+    return found
+
+
+def base_env() -> dict[str, str]:
+    """What every run needs: this collection first, the Ansible beside this Python, no colour codes."""
+    paths = [str(collections_path())]
+    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+        paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
+    env = {
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
+        # ansible-runner would set False here; Ansible's own default is True and stays.
+        env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    return env
+
+
+def inventory_path(inventory: str) -> str:
+    """An existing file or directory as an absolute path (ansible-runner would read a relative one as
+    inventory text); anything else (a host list, a plugin source) as it is."""
+    return str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
+
+
+def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]:
+    """The inventory's hosts matching the --limit patterns (sorted), read with `ansible-inventory --list`."""
+    command = [_ansible_command("ansible-inventory"), "-i", inventory_path(inventory), "--list"]
+    if limit:
+        command += ["--limit", ",".join(limit)]
+    env = {**os.environ, **base_env(), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"
+        raise UserError(f"cannot read inventory {inventory!r}: {reason}")
+    data = json.loads(result.stdout)
+    hosts: set[str] = set()
+    for group, body in data.items():
+        if group != "_meta" and isinstance(body, dict):
+            hosts.update(body.get("hosts", []))
+    return sorted(hosts)
+
+
+def default_artifacts(kind: str) -> Path:
+    """./gpufabric-runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = Path.cwd() / RUNS_DIR / f"{kind}-{stamp}"
+    path, number = base, 1
+    while path.exists():
+        number += 1
+        path = base.with_name(f"{base.name}-{number}")
+    return path
+
+
+def check_artifacts(path: Path, option: str = "--artifacts") -> None:
+    """A run's artifact directory must be new or empty: old job events would be read as this run's."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"{option} {path}: already holds files; give a new or empty directory")
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """An event field as a mapping (events come from JSON: anything may be missing)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _counter(event: Mapping[str, Any]) -> int:
+    counter = event.get("counter")
+    return counter if isinstance(counter, int) else 0
+
+
+class Tally:
+    """What a run's events say so far: hosts done, changed, failed, unreachable, and the current task."""
+
+    def __init__(self, hosts: list[str], label: str = "") -> None:
+        self.total = len(hosts)
+        self.label = label
+        self.task = ""
+        self.changed: set[str] = set()
+        self.failed: set[str] = set()
+        self.unreachable: set[str] = set()
+        self.finished: set[str] = set()  # reached site.yml's last task
+        self.over = False
+
+    @property
+    def done(self) -> int:
+        if self.over:
+            return self.total
+        return len(self.finished | self.failed | self.unreachable)
+
+    def feed(self, event: Mapping[str, Any]) -> bool:
+        """Take one event; True when a new task started (the moment for a progress line)."""
+        kind = event.get("event")
+        data = as_mapping(event.get("event_data"))
+        host = data.get("host")
+        res = as_mapping(data.get("res"))
+        if kind == "playbook_on_task_start":
+            role = str(data.get("role") or "").rsplit(".", 1)[-1]
+            self.task = f"{role} : {data.get('task', '')}" if role else str(data.get("task", ""))
+            return True
+        if kind == "playbook_on_stats":
+            self.over = True
+        elif kind == "runner_on_ok" and host:
+            if res.get("changed") is True:
+                self.changed.add(host)
+            if REBOOT_FACT in as_mapping(res.get("ansible_facts")):
+                self.finished.add(host)
+        elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
+            self.failed.add(host)
+        elif kind == "runner_on_unreachable" and host and not data.get("ignore_unreachable"):
+            self.unreachable.add(host)
+        return False
+
+    def line(self) -> str:
+        counts = (
+            f"{self.done}/{self.total} hosts done, {len(self.changed)} changed, {len(self.failed)} failed, "
+            f"{len(self.unreachable)} unreachable"
+        )
+        prefix = f"[{self.label}] " if self.label else ""
+        return f"{prefix}{counts}" + (f" | {self.task}" if self.task and not self.over else "")
+
+
+def run_playbook(
+    playbook: Path,
+    inventory: str,
+    *,
+    check: bool = False,
+    diff: bool = False,
+    limit: list[str] | None = None,
+    extravars: dict[str, Any] | None = None,
+    settings: str = ansible_settings.TUNED,
+    forks: int | None = None,
+    strategy: str | None = None,
+    artifacts_dir: Path,
+    progress: Progress | None = None,
+    hosts: list[str] | None = None,
+    watch: Callable[[Tally], None] | None = None,
+    label: str = "",
+) -> PlaybookRun:
+    """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
+
+    limit: host patterns (joined with ","); an empty list is refused, since no --limit runs every
+    host. hosts: the inventory's hosts the run covers, when the caller listed them already (sizes
+    forks and the progress count). progress gets a line at the start, per task and at the end;
+    with watch (a live display, given the Tally after every event) the per-task lines are left out.
+    """
+    import ansible_runner
+
+    if limit is not None and not limit:
+        raise ValueError("an empty limit would run every host; give None for no limit")
+    check_artifacts(artifacts_dir)
+    covered = hosts if hosts is not None else inventory_hosts(inventory, limit)
+    chosen = ansible_settings.settings(settings, len(covered), forks=forks, strategy=strategy)
+    # A setting the user exported wins over the set: their environment is their configuration.
+    applied = [setting for setting in chosen if setting.env not in os.environ]
+    applied = ansible_settings.without_long_control_dir(applied)
+    ansible_settings.prepare(applied)
+    env = {**ansible_settings.environment(applied), **base_env()}
+    tally = Tally(covered, label)
+    events: list[dict[str, Any]] = []
+    say = progress or (lambda line: None)
+    mode = " in check mode" if check else ""
+    say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}")
+
+    def on_event(event: dict[str, Any]) -> bool:
+        events.append(event)
+        new_task = tally.feed(event)
+        if watch is not None:
+            watch(tally)
+        elif new_task:
+            say(tally.line())
+        return True
+
+    cmdline = " ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted)
+    started = time.monotonic()
+    artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
+    # The private data directory holds ansible-runner's copies of the inputs (env/extravars...) for
+    # the run only; the artifacts go to artifacts_dir itself (artifact_dir/ident).
+    with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir:
+        runner = ansible_runner.run(
+            private_data_dir=private_dir,
+            artifact_dir=str(artifacts_dir.parent.resolve()),
+            ident=artifacts_dir.name,
+            playbook=str(playbook.resolve()),
+            inventory=inventory_path(inventory),
+            limit=",".join(limit) if limit else None,
+            extravars=extravars or {},
+            envvars=env,
+            cmdline=cmdline or None,
+            # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
+            fact_cache_type="none",
+            quiet=True,
+            event_handler=on_event,
+        )
+        rc, status = int(runner.rc if runner.rc is not None else -1), str(runner.status)
+    duration = time.monotonic() - started
+    events.sort(key=_counter)
+    tally.over = True
+    say(tally.line() + f" ({duration:.1f}s, exit {rc})")
+    ansible_env = {key: value for key, value in env.items() if key.startswith("ANSIBLE_")}
+    record = {"settings": settings, "ansible_env": ansible_env, "limit": limit, "extravars": extravars or {}}
+    (artifacts_dir / "gpufabric-run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return PlaybookRun(rc, status, events, artifacts_dir, duration, list(covered), ansible_env)

@@ -1,0 +1,282 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric drift`: the check -> remediate -> final check flow and the reports, with the playbook
+runs replaced by REAL recorded ansible-runner events (tests/fixtures/runner_events); the command
+line through typer's CliRunner; and usage errors through the real `gpufabric` command (exit 2, one
+line, no traceback). tests/integration/test_apply_drift.py runs all of it against containers."""
+
+from __future__ import annotations
+
+import copy
+import json
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from gpufabric import cli, drift, drift_report, runs
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events"
+HOSTS = ["gpu-clean-1", "gpu-clean-2", "gpu-drift-1"]
+
+
+def fixture_events(name: str) -> list[dict[str, Any]]:
+    loaded: list[dict[str, Any]] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return loaded
+
+
+def merged(*runs_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several recorded runs as one: their host events, then one playbook_on_stats adding theirs up."""
+    events: list[dict[str, Any]] = []
+    stats: dict[str, Any] = {}
+    for recorded in runs_events:
+        for event in copy.deepcopy(recorded):
+            if event["event"] == "playbook_on_stats":
+                for key, per_host in event["event_data"].items():
+                    if isinstance(per_host, dict):
+                        stats.setdefault(key, {}).update(per_host)
+            else:
+                events.append(event)
+    events.append({"event": "playbook_on_stats", "counter": len(events) + 1, "event_data": stats})
+    return events
+
+
+def without_changes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded run as it reads once nothing would change any more."""
+    edited = copy.deepcopy(events)
+    for event in edited:
+        res = event.get("event_data", {}).get("res")
+        if isinstance(res, dict):
+            res["changed"] = False
+            for item in res.get("results", []):
+                item["changed"] = False
+        if event["event"] == "playbook_on_stats":
+            event["event_data"]["changed"] = {}
+    return edited
+
+
+def with_reboot_fact(events: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
+    edited = copy.deepcopy(events)
+    stats = edited.pop()
+    summary = {"host": host, "task": "Summarize", "res": {"changed": False, "ansible_facts": {runs.REBOOT_FACT: False}}}
+    edited += [{"event": "runner_on_ok", "counter": stats["counter"], "event_data": summary}, stats]
+    return edited
+
+
+DRIFTED = merged(fixture_events("clean"), fixture_events("drifted"))
+REMEDIATED = with_reboot_fact(fixture_events("drifted"), "gpu-drift-1")
+CLEAN = merged(fixture_events("clean"), without_changes(fixture_events("drifted")))
+
+
+class FakeRuns:
+    """Stands in for runs.run_playbook and runs.inventory_hosts; records every call."""
+
+    def __init__(self, replies: list[list[dict[str, Any]]], inventory: dict[str, list[str]] | None = None) -> None:
+        self.replies = list(replies)
+        self.calls: list[dict[str, Any]] = []
+        self.inventory = inventory or {}
+
+    def inventory_hosts(self, inventory: str, limit: list[str] | None = None) -> list[str]:
+        key = ",".join(limit) if limit else ""
+        if key in self.inventory:
+            return self.inventory[key]
+        # Ansible's patterns, as far as these tests use them: names and globs, comma-separated.
+        return [host for host in HOSTS if not key or any(fnmatch(host, part) for part in key.split(","))]
+
+    def run_playbook(self, playbook: Path, inventory: str, **kwargs: Any) -> runs.PlaybookRun:
+        self.calls.append({"playbook": playbook, "inventory": inventory, **kwargs})
+        kwargs["artifacts_dir"].mkdir(parents=True)
+        events = self.replies.pop(0)
+        return runs.PlaybookRun(0, "successful", events, kwargs["artifacts_dir"], 1.0, kwargs["hosts"])
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRuns:
+    replies = FakeRuns([])
+    monkeypatch.setattr(runs, "run_playbook", replies.run_playbook)
+    monkeypatch.setattr(runs, "inventory_hosts", replies.inventory_hosts)
+    monkeypatch.delenv("GPUFABRIC_CATALOG", raising=False)
+    return replies
+
+
+def options(tmp_path: Path, **kwargs: Any) -> drift.DriftOptions:
+    return drift.DriftOptions("fleet.yml", artifacts=tmp_path / "runs", **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# the flow
+# ---------------------------------------------------------------------------
+
+
+def test_one_check_reports_drift_and_exits_2(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [DRIFTED]
+    console = Console(record=True, width=200)
+    report = tmp_path / "drift.json"
+    outcome = drift.execute(options(tmp_path, json_path=report, tier="standard"), None, console)
+    assert outcome.exit_code == 2
+    assert outcome.first is outcome.final and outcome.remediation is None
+    (call,) = fake.calls
+    assert call["check"] and call["diff"] and call["limit"] is None and call["hosts"] == HOSTS
+    assert call["extravars"] == {"gpufabric_tier": "standard"}
+    assert call["playbook"].name == "site.yml"
+    assert call["artifacts_dir"] == tmp_path / "runs" / "check"
+    written = json.loads(report.read_text())
+    assert written["exit_code"] == 2 and written["hosts_by_state"]["drifted"] == 1
+    text = console.export_text()
+    assert "step 1/" not in text, "one check needs no step headers"
+    assert f"wrote {report}" in text and f"artifacts: {tmp_path / 'runs'}" in text
+
+
+def test_remediate_applies_to_the_drifted_hosts_only_then_checks_again(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [DRIFTED, REMEDIATED, CLEAN]
+    console = Console(record=True, width=200)
+    paths = {"json_path": tmp_path / "d.json", "junit_path": tmp_path / "d.xml", "prom_path": tmp_path / "d.prom"}
+    outcome = drift.execute(options(tmp_path, remediate=True, limit="gpu-*", **paths), None, console)
+    check, remedy, final = fake.calls
+    assert (check["check"], remedy["check"], final["check"]) == (True, False, True)
+    assert remedy["limit"] == ["gpu-drift-1"], "never a clean host"
+    assert remedy["hosts"] == ["gpu-drift-1"]
+    assert check["limit"] == final["limit"] == ["gpu-*"]
+    assert [call["artifacts_dir"].name for call in fake.calls] == ["check", "remediate", "final-check"]
+    assert outcome.first.hosts_in("drifted") == ["gpu-drift-1"]
+    assert outcome.remediation is not None and outcome.remediation.exit_code == 0
+    assert outcome.final.state == "clean" and outcome.exit_code == 0
+    # The reports describe the final check.
+    assert json.loads(paths["json_path"].read_text())["state"] == "clean"
+    assert "gpufabric_drift_exit_code 0" in paths["prom_path"].read_text()
+    assert 'failures="0"' in paths["junit_path"].read_text()
+    text = console.export_text()
+    for header in ("step 1/3: check 3 host(s)", "step 2/3: remediate 1 drifted host(s): gpu-drift-1", "step 3/3"):
+        assert header in text
+    assert text.index("DRIFTED") < text.index("gpufabric apply") < text.rindex("CLEAN")
+
+
+def test_remediate_with_nothing_drifted_runs_once(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [CLEAN]
+    console = Console(record=True, width=200)
+    outcome = drift.execute(options(tmp_path, remediate=True), None, console)
+    assert len(fake.calls) == 1 and outcome.exit_code == 0 and outcome.remediation is None
+    assert "nothing to apply" in console.export_text()
+
+
+def test_remediation_that_would_select_a_clean_host_is_refused(fake: FakeRuns, tmp_path: Path) -> None:
+    # A drifted host named like a pattern that also matches a clean host.
+    fake.inventory = {"gpu-drift-1": ["gpu-clean-1", "gpu-drift-1"]}
+    fake.replies = [DRIFTED]
+    outcome = drift.execute(options(tmp_path, remediate=True), None, Console(quiet=True))
+    assert len(fake.calls) == 1, "no remediation ran"
+    assert outcome.exit_code == 2
+    assert outcome.problems == ["remediation not run: a --limit of the drifted hosts would also select gpu-clean-1"]
+
+
+def test_a_host_that_never_answered_is_unreachable(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.inventory = {"": [*HOSTS, "gpu-gone"]}
+    fake.replies = [CLEAN]
+    outcome = drift.execute(options(tmp_path), None, Console(quiet=True))
+    assert outcome.final.hosts["gpu-gone"].state == "unreachable"
+    assert outcome.exit_code == 1
+
+
+def test_no_host_to_check_runs_nothing_and_is_an_error(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.inventory = {"nobody": []}
+    outcome = drift.execute(options(tmp_path, limit="nobody"), None, Console(quiet=True))
+    assert fake.calls == []
+    assert outcome.exit_code == 1
+    assert outcome.final.problems == [
+        "no host was checked (the pattern or --limit matched none): nothing shows the fleet is clean"
+    ]
+
+
+def test_a_broken_run_is_a_problem_not_clean(fake: FakeRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(playbook: Path, inventory: str, **kwargs: Any) -> runs.PlaybookRun:
+        kwargs["artifacts_dir"].mkdir(parents=True)
+        return runs.PlaybookRun(4, "failed", CLEAN, kwargs["artifacts_dir"], 1.0, kwargs["hosts"])
+
+    monkeypatch.setattr(runs, "run_playbook", broken)
+    outcome = drift.execute(options(tmp_path), None, Console(quiet=True))
+    assert outcome.exit_code == 1
+    assert outcome.final.problems[0].startswith("ansible-playbook ended failed (exit 4) with no host failing")
+
+
+def test_report_paths_are_checked_before_running(fake: FakeRuns, tmp_path: Path) -> None:
+    with pytest.raises(drift.UserError, match=r"--junit .*the directory .*missing does not exist"):
+        drift.execute(options(tmp_path, junit_path=tmp_path / "missing" / "d.xml"))
+    with pytest.raises(drift.UserError, match=r"--prom .*is a directory"):
+        drift.execute(options(tmp_path, prom_path=tmp_path))
+    assert fake.calls == []
+
+
+def test_check_alone_returns_the_result(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [DRIFTED]
+    result = drift.check(options(tmp_path))
+    assert isinstance(result, drift_report.DriftResult) and result.exit_code == 2
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+
+
+def test_cli_passes_the_options_and_exits_with_the_outcome(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def execute(options: drift.DriftOptions, progress: Any, console: Any, *, watch: Any = None) -> drift.DriftOutcome:
+        seen["options"], seen["watch"] = options, watch
+        progress("a progress line")
+        result = drift_report.summarize(DRIFTED, expected_hosts=HOSTS)
+        return drift.DriftOutcome(result, None, result, result.exit_code)
+
+    monkeypatch.setattr(drift, "execute", execute)
+    args = ["drift", "-i", "fleet.yml", "--tier", "best", "-l", "gpu-*", "--remediate", "--diff"]
+    args += [
+        "--json",
+        "d.json",
+        "--junit",
+        "d.xml",
+        "--prom",
+        "d.prom",
+        "--artifacts",
+        str(tmp_path),
+        "--settings",
+        "stock",
+    ]
+    args += ["--catalog", "site.yml"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 2, result.output
+    assert seen["options"] == drift.DriftOptions(
+        inventory="fleet.yml",
+        tier="best",
+        limit="gpu-*",
+        catalog_files=[Path("site.yml")],
+        remediate=True,
+        json_path=Path("d.json"),
+        junit_path=Path("d.xml"),
+        prom_path=Path("d.prom"),
+        artifacts=tmp_path,
+        settings="stock",
+        diffs=True,
+    )
+    assert seen["watch"] is None, "not a terminal: plain lines"
+    assert "a progress line" in result.output
+
+
+def test_cli_usage_errors_exit_2_in_one_line(gpufabric: Any, tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts"
+    inventory.write_text("gpu-1\n")
+    cases = [
+        (["drift", "-i", str(inventory), "--tier", "gold"], "unknown --tier 'gold'; accepted: best, standard"),
+        (
+            ["drift", "-i", str(inventory), "--settings", "fast"],
+            "unknown Ansible settings 'fast'; accepted: stock, tuned",
+        ),
+        (["drift", "-i", str(inventory), "--json", str(tmp_path / "no" / "d.json")], "does not exist"),
+        (["drift", "-i", str(tmp_path / "missing.yml"), "--artifacts", str(tmp_path / "a")], "cannot read inventory"),
+    ]
+    for args, message in cases:
+        result = gpufabric(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stdout + result.stderr
+        assert result.stderr.strip().count("\n") == 0, result.stderr
+        assert message in result.stderr, result.stderr

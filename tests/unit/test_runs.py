@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpufabric.runs: the inventory's hosts, artifact directories, the progress tally over REAL
+ansible-runner events (tests/fixtures/runner_events), and real ansible-runner runs of a small
+playbook over local connections."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufabric import runs
+from gpufabric.errors import UserError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events"
+
+INVENTORY = """
+[rack1]
+gpu-1
+gpu-2
+[rack2]
+gpu-3
+[all:vars]
+ansible_connection=local
+ansible_python_interpreter={python}
+"""
+
+# Reads, on the controller, the settings the run was given; writes a file (a change) under a
+# directory the test owns; ends with the fact site.yml's last task sets.
+PLAYBOOK = """
+- name: Runs test
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Report the settings the run was given
+      ansible.builtin.debug:
+        msg:
+          host_key_checking: "{{ lookup('env', 'ANSIBLE_HOST_KEY_CHECKING') }}"
+          forks: "{{ lookup('env', 'ANSIBLE_FORKS') }}"
+          pipelining: "{{ lookup('env', 'ANSIBLE_PIPELINING') }}"
+          who: "{{ who | default('nobody') }}"
+    - name: Write a file per host
+      ansible.builtin.copy:
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.txt"
+        content: "hello {{ inventory_hostname }}\\n"
+        mode: "0644"
+    - name: Summarize whether the host needs a reboot
+      ansible.builtin.set_fact:
+        gpufabric_reboot_required: false
+"""
+
+
+def fixture_events(name: str) -> list[dict[str, Any]]:
+    loaded: list[dict[str, Any]] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return loaded
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts.ini"
+    path.write_text(INVENTORY.format(python=sys.executable), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def playbook(tmp_path: Path) -> Path:
+    path = tmp_path / "play.yml"
+    path.write_text(PLAYBOOK, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fact cache and control sockets of these runs stay in the test's directory."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in ("ANSIBLE_FORKS", "ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_PIPELINING"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "state"
+
+
+# ---------------------------------------------------------------------------
+# inventory, artifacts
+# ---------------------------------------------------------------------------
+
+
+def test_inventory_hosts_with_and_without_limit(inventory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runs.inventory_hosts(str(inventory)) == ["gpu-1", "gpu-2", "gpu-3"]
+    assert runs.inventory_hosts(str(inventory), ["rack1:!gpu-2"]) == ["gpu-1"]
+    assert runs.inventory_hosts(str(inventory), ["gpu-3", "gpu-1"]) == ["gpu-1", "gpu-3"]
+    assert runs.inventory_hosts(str(inventory), ["nomatch"]) == []
+    monkeypatch.chdir(inventory.parent)
+    assert runs.inventory_hosts("hosts.ini") == ["gpu-1", "gpu-2", "gpu-3"], "a relative path is a file"
+
+
+def test_an_unreadable_inventory_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cannot read inventory"):
+        runs.inventory_hosts(str(tmp_path / "missing.yml"))
+
+
+def test_default_artifacts_are_new_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = runs.default_artifacts("drift")
+    assert first.parent == tmp_path / "gpufabric-runs"
+    assert first.name.startswith("drift-") and first.name.endswith("Z")
+    first.mkdir(parents=True)
+    second = runs.default_artifacts("drift")
+    assert second != first and not second.exists()
+
+
+def test_artifacts_must_be_new_or_empty(tmp_path: Path) -> None:
+    runs.check_artifacts(tmp_path / "new")
+    runs.check_artifacts(tmp_path)
+    (tmp_path / "old").write_text("x")
+    with pytest.raises(UserError, match=r"already holds files"):
+        runs.check_artifacts(tmp_path)
+    with pytest.raises(UserError, match=r"not a directory"):
+        runs.check_artifacts(tmp_path / "old")
+
+
+# ---------------------------------------------------------------------------
+# Tally (recorded events)
+# ---------------------------------------------------------------------------
+
+
+def test_tally_counts_hosts_from_recorded_events() -> None:
+    hosts = ["gpu-clean-1", "gpu-dark-1", "gpu-drift-1", "gpu-failed-1", 'rack"7\\node']
+    tally = runs.Tally(hosts, "check")
+    task_starts = 0
+    events = fixture_events("mixed")
+    for event in events[:-1]:
+        task_starts += tally.feed(event)
+    assert task_starts == sum(1 for event in events if event["event"] == "playbook_on_task_start")
+    assert tally.failed == {"gpu-failed-1"}
+    assert tally.unreachable == {"gpu-dark-1"}
+    assert tally.changed == {"gpu-drift-1", 'rack"7\\node'}
+    assert tally.done == 2, "failed and unreachable hosts are done; the others have not reached the last task"
+    assert tally.line().startswith("[check] 2/5 hosts done, 2 changed, 1 failed, 1 unreachable | ")
+    tally.feed(events[-1])  # playbook_on_stats
+    assert tally.done == 5
+    assert tally.line() == "[check] 5/5 hosts done, 2 changed, 1 failed, 1 unreachable"
+
+
+def test_tally_ignores_ignored_failures() -> None:
+    tally = runs.Tally(["gpu-drift-1"])
+    for event in fixture_events("drifted"):
+        tally.feed(event)
+    assert tally.failed == set(), "the drifted fixture has an ignore_errors failure"
+    assert tally.changed == {"gpu-drift-1"}
+
+
+# ---------------------------------------------------------------------------
+# run_playbook (real ansible-runner, local connections)
+# ---------------------------------------------------------------------------
+
+
+def _messages(run: runs.PlaybookRun, task: str) -> dict[str, Any]:
+    return {
+        event["event_data"]["host"]: event["event_data"]["res"]["msg"]
+        for event in run.events
+        if event["event"] == "runner_on_ok" and event["event_data"]["task"] == task
+    }
+
+
+def test_run_keeps_artifacts_checks_host_keys_and_applies_the_tuned_set(
+    inventory: Path, playbook: Path, tmp_path: Path, private_state: Path
+) -> None:
+    lines: list[str] = []
+    out = tmp_path / "out"
+    out.mkdir()
+    run = runs.run_playbook(
+        playbook,
+        str(inventory),
+        extravars={"out_dir": str(out), "who": "gpufabric"},
+        artifacts_dir=tmp_path / "runs" / "apply",
+        progress=lines.append,
+        label="apply",
+    )
+    assert (run.rc, run.status) == (0, "successful")
+    assert run.hosts == ["gpu-1", "gpu-2", "gpu-3"]
+    assert run.artifacts_dir == tmp_path / "runs" / "apply"
+    assert {path.name for path in run.artifacts_dir.iterdir()} >= {"gpufabric-run.json", "job_events", "stdout", "rc"}
+    assert len(list((run.artifacts_dir / "job_events").glob("*.json"))) == len(run.events)
+    counters = [event["counter"] for event in run.events]
+    assert counters == sorted(counters)
+    assert run.duration_s > 0
+    # Host key checking stays on (ansible-runner would turn it off); the tuned set is what Ansible saw.
+    seen = _messages(run, "Report the settings the run was given")
+    assert seen["gpu-1"] == {"host_key_checking": "True", "forks": "5", "pipelining": "True", "who": "gpufabric"}
+    assert run.settings["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert run.settings["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == str(private_state / "gpufabric" / "facts")
+    record = json.loads((run.artifacts_dir / "gpufabric-run.json").read_text())
+    assert record["settings"] == "tuned" and record["extravars"]["who"] == "gpufabric"
+    assert (out / "gpu-3.txt").read_text() == "hello gpu-3\n"
+    # A line at the start, one per task, one at the end (never one per host).
+    assert lines[0] == "apply: play.yml on 3 host(s), settings tuned"
+    assert (
+        lines[1] == "[apply] 0/3 hosts done, 0 changed, 0 failed, 0 unreachable | Report the settings the run was given"
+    )
+    assert lines[-1].startswith("[apply] 3/3 hosts done, 3 changed, 0 failed, 0 unreachable (")
+    assert len(lines) == 2 + 3
+
+
+def test_check_diff_limit_and_the_users_own_settings(
+    inventory: Path, playbook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_FORKS", "2")
+    monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")
+    out = tmp_path / "out"
+    out.mkdir()
+    ticks: list[int] = []
+    run = runs.run_playbook(
+        playbook,
+        str(inventory),
+        check=True,
+        diff=True,
+        limit=["rack1"],
+        extravars={"out_dir": str(out)},
+        artifacts_dir=tmp_path / "check",
+        watch=lambda tally: ticks.append(tally.done),
+    )
+    assert run.rc == 0
+    assert run.hosts == ["gpu-1", "gpu-2"]
+    assert list(out.iterdir()) == [], "check mode wrote nothing"
+    changed = [
+        event for event in run.events if event["event"] == "runner_on_ok" and event["event_data"]["res"].get("changed")
+    ]
+    assert {event["event_data"]["host"] for event in changed} == {"gpu-1", "gpu-2"}
+    assert all("diff" in event["event_data"]["res"] for event in changed)
+    # What the user exported wins over the set.
+    seen = _messages(run, "Report the settings the run was given")
+    assert seen["gpu-1"]["forks"] == "2" and seen["gpu-1"]["host_key_checking"] == "False"
+    assert "ANSIBLE_FORKS" not in run.settings
+    assert ticks and ticks[-1] == 2
+
+
+def test_stock_settings_leave_ansible_defaults(inventory: Path, playbook: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    run = runs.run_playbook(
+        playbook,
+        str(inventory),
+        limit=["gpu-2"],
+        extravars={"out_dir": str(out)},
+        settings="stock",
+        artifacts_dir=tmp_path / "stock",
+    )
+    assert run.rc == 0
+    seen = _messages(run, "Report the settings the run was given")
+    assert seen == {"gpu-2": {"host_key_checking": "True", "forks": "", "pipelining": "", "who": "nobody"}}
+    assert set(run.settings) == {"ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_HOST_KEY_CHECKING"}
+
+
+def test_an_empty_limit_and_used_artifacts_are_refused(inventory: Path, playbook: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="every host"):
+        runs.run_playbook(playbook, str(inventory), limit=[], artifacts_dir=tmp_path / "a")
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "job_events").mkdir()
+    with pytest.raises(UserError, match="already holds files"):
+        runs.run_playbook(playbook, str(inventory), artifacts_dir=used)
