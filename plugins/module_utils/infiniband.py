@@ -253,7 +253,10 @@ def gpu_hcas(facts: dict[str, Any], the_plan: dict[str, Any]) -> dict[str, Any]:
             )
         return {"names": [name for name in wanted if name in present], "problems": problems}
     found = sorted(
-        name for name, device in present.items() if device.get("kind") == "connectx" and _is_infiniband(device)
+        name
+        for name, device in present.items()
+        # SR-IOV virtual functions (the sriov role's, for pods) are not GPU-network HCAs of the host.
+        if device.get("kind") == "connectx" and _is_infiniband(device) and not device.get("is_virtual_function")
     )
     problems = []
     count = the_plan.get("count") or 0

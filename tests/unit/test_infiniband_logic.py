@@ -306,6 +306,18 @@ def test_bare_metal_finds_its_hcas_and_counts_them(tmp_path):
     }
 
 
+def test_bare_metal_does_not_count_sriov_virtual_functions_as_hcas(tmp_path):
+    """After the sriov role carved VFs for pods, their RDMA devices (mlx5_8 and up) are not the host's HCAs."""
+    facts = facts_for(BAREMETAL, tmp_path)
+    vfs = []
+    for number, device in enumerate(facts["rdma_devices"]):
+        vf = copy.deepcopy(device)
+        vf.update(name=f"mlx5_{8 + number}", is_virtual_function=True)
+        vfs.append(vf)
+    facts["rdma_devices"] = facts["rdma_devices"] + vfs
+    assert ib.gpu_hcas(facts, plan_for(BAREMETAL)) == {"names": MLX5, "problems": []}
+
+
 # ---------------------------------------------------------------------------
 # NCCL_IB_HCA and UCX_NET_DEVICES
 # ---------------------------------------------------------------------------
