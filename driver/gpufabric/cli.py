@@ -9,21 +9,31 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from gpufabric import __version__, discovery, k8s
+from gpufabric import ansible_settings as playbook_settings
+from gpufabric import apply as fabric_apply
+from gpufabric import bake as fleet_bake
 from gpufabric import catalog as fabric_catalog
+from gpufabric import demo as fleet_demo
+from gpufabric import drift as fabric_drift
+from gpufabric import lab as local_lab
 from gpufabric import nccl as nccl_output
 from gpufabric import probe as hardware_probe
 from gpufabric import report as verify_report
+from gpufabric import runs as playbook_runs
 from gpufabric import verify as nccl_verify
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan, render
@@ -37,6 +47,11 @@ k8s_app = typer.Typer(help="Kubernetes manifests for the fleet's SR-IOV networks
 app.add_typer(k8s_app, name="k8s")
 nccl_app = typer.Typer(help="Read nccl-tests output.", no_args_is_help=True)
 app.add_typer(nccl_app, name="nccl")
+lab_app = typer.Typer(
+    help="A local lab: podman containers over SSH that look like a profile's GPU hosts (SIMULATED hardware).",
+    no_args_is_help=True,
+)
+app.add_typer(lab_app, name="lab")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -363,6 +378,250 @@ def verify(
         )
         stderr.print(f"[yellow]warning[/yellow]: {counts}: not a clean pass (see the reasons)", highlight=False)
     raise typer.Exit(code)
+
+
+SettingsOption = Annotated[
+    str,
+    typer.Option(
+        "--settings",
+        help="Ansible settings: tuned (pipelining, SSH multiplexing, forks sized to the run, fact cache) or "
+        "stock (Ansible's defaults). docs/apply.md says why.",
+    ),
+]
+RunTierOption = Annotated[
+    Optional[str],  # noqa: UP045 - typer needs Optional here on Python 3.11
+    typer.Option(help="best or standard for every host; default: host var gpufabric_tier, else best."),
+]
+LimitOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--limit", "-l", help="Ansible host pattern: only these hosts of the inventory."),
+]
+ArtifactsOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(help="New or empty directory for ansible-runner's artifacts (default ./gpufabric-runs/<cmd>-<UTC>)."),
+]
+Watch = Optional[Callable[[playbook_runs.Tally], None]]  # noqa: UP045
+
+
+@contextmanager
+def _run_display() -> Iterator[tuple[playbook_runs.Progress, Watch]]:
+    """Progress of a playbook run: a live status line in a terminal, plain lines (one per task) in a log."""
+
+    def plain(line: str) -> None:
+        stderr.print(line, markup=False, highlight=False)
+
+    if not (sys.stdout.isatty() and stderr.is_terminal):
+        yield plain, None
+        return
+    with Live(Text("starting ansible-playbook"), console=stderr, transient=True, refresh_per_second=8) as live:
+
+        def watch(tally: playbook_runs.Tally) -> None:
+            live.update(Text(tally.line()))
+
+        yield plain, watch
+
+
+@app.command("apply")
+def apply_command(
+    inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
+    tier: RunTierOption = None,
+    limit: LimitOption = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Change nothing: run in check and diff mode and show what would change.")
+    ] = False,
+    serial: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Hosts per batch: N (1 or more) or P% (1%-100%); default all hosts at once."),
+    ] = None,
+    max_fail: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--max-fail", help="Stop the play when more than P% (0%-100%) of a batch failed; default never."),
+    ] = None,
+    artifacts: ArtifactsOption = None,
+    catalog: CatalogOption = None,
+    settings: SettingsOption = playbook_settings.TUNED,
+) -> None:
+    """Run playbooks/site.yml: configure every host as its catalog profile says, then show each host.
+
+    Exit 0 when every host finished (or was skipped for want of a profile), 1 when a host failed, was
+    unreachable or never got to run, 2 on a usage error.
+    """
+    options = fabric_apply.ApplyOptions(
+        inventory=inventory,
+        tier=tier,
+        limit=limit,
+        check=check,
+        serial=serial,
+        max_fail=max_fail,
+        catalog_files=list(catalog or []),
+        artifacts=artifacts,
+        settings=settings,
+    )
+    with _run_display() as (progress, watch):
+        result = fabric_apply.execute(options, progress, watch=watch)
+    fabric_apply.render(result, stdout)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("drift")
+def drift_command(
+    inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
+    tier: RunTierOption = None,
+    limit: LimitOption = None,
+    remediate: Annotated[
+        bool,
+        typer.Option(
+            "--remediate",
+            help="Apply site.yml to the drifted hosts only, then check again; the reports show that check.",
+        ),
+    ] = False,
+    json_path: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--json", help="Write the JSON report here (atomically)."),
+    ] = None,
+    junit_path: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--junit", help="Write a JUnit XML report here: a test case per host and role."),
+    ] = None,
+    prom_path: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--prom", help="Write a Prometheus textfile-collector file here."),
+    ] = None,
+    diffs: Annotated[bool, typer.Option("--diff", help="Show the diff of every change that would be made.")] = False,
+    artifacts: ArtifactsOption = None,
+    catalog: CatalogOption = None,
+    settings: SettingsOption = playbook_settings.TUNED,
+) -> None:
+    """Check every host against site.yml (check and diff mode) and report its drift.
+
+    Exit 0 when every host is clean, 2 when one drifted (and every host was checked), 1 when a host
+    failed or was unreachable or the check broke, or on bad input (a bad option value, an unreadable
+    inventory: before any run and any report). docs/drift.md has the reports' formats.
+    """
+    options = fabric_drift.DriftOptions(
+        inventory=inventory,
+        tier=tier,
+        limit=limit,
+        catalog_files=list(catalog or []),
+        remediate=remediate,
+        json_path=json_path,
+        junit_path=junit_path,
+        prom_path=prom_path,
+        artifacts=artifacts,
+        settings=settings,
+        diffs=diffs,
+    )
+    try:
+        with _run_display() as (progress, watch):
+            outcome = fabric_drift.execute(options, progress, stdout, watch=watch)
+    except UserError as exc:
+        # Exit 2 means "drifted" here, and schedulers treat it as a result: bad input must read as an error.
+        exc.exit_code = 1
+        raise
+    raise typer.Exit(outcome.exit_code)
+
+
+LabNameOption = Annotated[str, typer.Option("--name", help="The lab's name (its containers are NAME-1..NAME-N).")]
+LabDirOption = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional here on Python 3.11
+    typer.Option("--dir", help="The lab's directory (default $XDG_STATE_HOME/gpufabric/lab/NAME)."),
+]
+
+
+def _lab_progress(line: str) -> None:
+    stderr.print(line, markup=False, highlight=False)
+
+
+@lab_app.command("up")
+def lab_up(
+    profile: Annotated[
+        str, typer.Option(help="Catalog profile the hosts pretend to be (`gpufabric catalog list`).")
+    ] = local_lab.DEFAULT_PROFILE,
+    nodes: Annotated[int, typer.Option(help="Number of hosts, 1..32.")] = local_lab.DEFAULT_NODES,
+    name: LabNameOption = local_lab.DEFAULT_NAME,
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help=f"Image with systemd and sshd (default {local_lab.LAB_IMAGE}, built when missing)."),
+    ] = None,
+    directory: LabDirOption = None,
+) -> None:
+    """Start the lab (or bring an existing one back up) and write its inventory."""
+    local_lab.up(name, profile, nodes, image, directory, progress=_lab_progress)
+
+
+@lab_app.command("down")
+def lab_down(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None) -> None:
+    """Remove the lab's containers and directory (nothing to remove is fine)."""
+    local_lab.down(name, directory, progress=_lab_progress)
+
+
+@lab_app.command("status")
+def lab_status(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None) -> None:
+    """Show each lab host's container state and SSH reachability; exit 1 when a host is not running."""
+    lab = local_lab.status(local_lab.load(name, directory))
+    local_lab.render(lab, stdout)
+    if any(host.state != "running" for host in lab.hosts):
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    profile: Annotated[
+        str, typer.Option(help="Catalog profile the lab hosts pretend to be (`gpufabric catalog list`).")
+    ] = local_lab.DEFAULT_PROFILE,
+    nodes: Annotated[int, typer.Option(help="Number of lab hosts, 1..32.")] = local_lab.DEFAULT_NODES,
+    name: LabNameOption = local_lab.DEFAULT_NAME,
+    directory: LabDirOption = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the lab up at the end (`gpufabric lab down` later).")
+    ] = False,
+    output: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "-o", "--output", help="Directory for the reports and artifacts (default ./gpufabric-demo-<time>)."
+        ),
+    ] = None,
+) -> None:
+    """The whole life of a fleet on a local lab: up, plan, apply, drift, tamper, drift, remediate, drift, down.
+
+    Needs nothing but this checkout, root and Debian's podman (installed when missing).
+    Exit 0 when every step did what it should, 1 otherwise.
+    """
+    options = fleet_demo.Options(profile=profile, nodes=nodes, name=name, directory=directory, keep=keep, output=output)
+    raise typer.Exit(fleet_demo.run(options, stdout, _lab_progress))
+
+
+@app.command()
+def bake(
+    profile: Annotated[str, typer.Option(help="Catalog profile to bake (`gpufabric catalog list`).")],
+    tag: Annotated[str, typer.Option(help="Name of the image to make, e.g. localhost/gpu-node:2026-11.")],
+    image: Annotated[
+        str, typer.Option(help="Base image with systemd (the lab image, with sshd, is built when missing).")
+    ] = local_lab.LAB_IMAGE,
+    tier: RunTierOption = None,
+    extra_vars: Annotated[
+        ListOption,
+        typer.Option("-e", "--extra-vars", help="KEY=VALUE (a YAML value) or @FILE.yml, repeatable, as ansible's."),
+    ] = None,
+    artifacts: ArtifactsOption = None,
+    catalog: CatalogOption = None,
+) -> None:
+    """Bake a golden image locally: playbooks/bake.yml in a podman container, committed as --tag.
+
+    The same playbook Packer's Ansible provisioner runs (examples/packer). Exit 0 when the image was
+    made, 1 when bake.yml failed (no image), 2 on a usage error.
+    """
+    options = fleet_bake.Options(
+        profile=profile,
+        tag=tag,
+        image=image,
+        tier=tier,
+        catalog_files=list(catalog or []),
+        extra_vars=fleet_bake.parse_extra_vars(extra_vars),
+        artifacts=artifacts,
+    )
+    result = fleet_bake.bake(options, _lab_progress)
+    raise typer.Exit(0 if result.committed else 1)
 
 
 def main() -> None:

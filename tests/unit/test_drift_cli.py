@@ -262,7 +262,8 @@ def test_cli_passes_the_options_and_exits_with_the_outcome(monkeypatch: pytest.M
     assert "a progress line" in result.output
 
 
-def test_cli_usage_errors_exit_2_in_one_line(gpufabric: Any, tmp_path: Path) -> None:
+def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> None:
+    """For drift, 2 means "drifted" (a scheduler reads it as a result): bad input is an error, exit 1."""
     inventory = tmp_path / "hosts"
     inventory.write_text("gpu-1\n")
     cases = [
@@ -276,7 +277,7 @@ def test_cli_usage_errors_exit_2_in_one_line(gpufabric: Any, tmp_path: Path) -> 
     ]
     for args, message in cases:
         result = gpufabric(*args)
-        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
         assert result.stderr.strip().count("\n") == 0, result.stderr
         assert message in result.stderr, result.stderr

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The README's main command and the faults an ops team meets, on one lab fleet over real SSH.
+
+`gpufabric demo --keep` runs first (lab up, plan, apply, drift clean, tamper, drift caught, remediate, drift
+clean) and leaves its two hosts converged. On them: the tamper suite (every kind of hand change drift must
+catch, with the untouched host reported clean), then a host stopped in the middle of apply (the other
+finishes, the summary names it, a rerun converges). One lab for all, because a fresh apply is the slow part.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpufabric import apply as fleet_apply
+from gpufabric import drift as fleet_drift
+from gpufabric import lab
+
+pytestmark = pytest.mark.lab
+
+LAB_NAME = "gpufabric-labtest-fleet"
+PF0 = "0000:17:00.0"  # the first ConnectX physical function of the SIMULATED tree
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    """Run the README's main command (with --keep); yield its output and the lab it left up."""
+    output = tmp_path_factory.mktemp("demo")
+    lab_dir = tmp_path_factory.mktemp("lab")
+    command = [
+        sys.executable, "-m", "gpufabric", "demo", "--keep",
+        "--name", LAB_NAME, "--dir", str(lab_dir), "-o", str(output),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy(), check=False)
+        sys.stdout.write(done.stdout[-20000:])
+        sys.stderr.write(done.stderr[-20000:])
+        yield done, lab.load(LAB_NAME, directory=lab_dir), output
+    finally:
+        lab.down(LAB_NAME, directory=lab_dir, progress=lambda line: None)
+
+
+def test_demo_runs_every_step(demo) -> None:
+    done, fleet, output = demo
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    for step in ("lab up", "plan", "apply", "drift", "tamper", "remediate"):
+        assert step in done.stdout
+    caught = (output / "drift-2-caught" / "drift.json").read_text()
+    assert '"drifted"' in caught
+    assert (output / "drift-2-caught" / "drift.junit.xml").is_file()
+    assert "gpufabric_drift_hosts" in (output / "drift-2-caught" / "gpufabric_drift.prom").read_text()
+    assert len(fleet.hosts) == 2
+
+
+def _sh(fleet: lab.Lab, host: str, script: str) -> None:
+    done = lab.podman_exec(fleet, host, ["sh", "-ec", script])
+    assert done.returncode == 0, f"{host}: {script}: {done.stderr}"
+
+
+# Each case: what a person does by hand, and the role and task in which drift must show it.
+TAMPERS = {
+    "file edited": (
+        "echo mlx4_ib >> /etc/modules-load.d/gpufabric-rdma.conf",
+        "rdma_stack",
+        "Persist the kernel modules the fabric needs",
+    ),
+    "package unheld": ("apt-mark unhold rdma-core", "rdma_stack", "Hold the packages"),
+    "unit disabled": ("systemctl disable gpufabric-sriov.service", "sriov", "Enable the boot unit"),
+    "env key changed": (
+        "sed -i 's/^NCCL_IB_HCA=.*/NCCL_IB_HCA=mlx5/' /etc/nccl.conf",
+        "nccl_env",
+        "Write the NCCL configuration file",
+    ),
+    "VF count changed": (
+        # Through 0, as the kernel demands: wait until the VFs are gone before asking for 4.
+        f"pf=/simulated-hw/sys/bus/pci/devices/{PF0}; echo 0 > $pf/sriov_numvfs; "
+        "while [ -e $pf/virtfn0 ]; do sleep 0.05; done; echo 4 > $pf/sriov_numvfs",
+        "sriov",
+        "VFs",
+    ),
+}
+
+
+def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) -> None:
+    done, fleet, _ = demo
+    assert done.returncode == 0, "the demo must leave a converged lab"
+    tampered, untouched = fleet.hosts[0].name, fleet.hosts[1].name
+    for script, _, _ in TAMPERS.values():
+        _sh(fleet, tampered, script)
+    options = fleet_drift.DriftOptions(
+        inventory=str(fleet.inventory),
+        json_path=tmp_path / "drift.json",
+        junit_path=tmp_path / "drift.xml",
+        prom_path=tmp_path / "drift.prom",
+        artifacts=tmp_path / "check",
+    )
+    result = fleet_drift.check(options, lambda line: None)
+    assert result.exit_code == 2
+    assert result.hosts[untouched].state == "clean"
+    assert result.hosts[tampered].state == "drifted"
+    changes = [(change.role, change.task) for change in result.hosts[tampered].changes]
+    missed = [case for case, (_, role, task) in TAMPERS.items() if not any(r == role and task in t for r, t in changes)]
+    assert missed == [], f"drift missed {missed}; it saw {changes}"
+
+    outcome = fleet_drift.execute(
+        fleet_drift.DriftOptions(inventory=str(fleet.inventory), remediate=True, artifacts=tmp_path / "remediate"),
+        lambda line: None,
+        Console(file=io.StringIO()),
+    )
+    assert outcome.exit_code == 0
+    assert sorted(outcome.remediation.hosts) == [tampered]
+
+
+def test_host_stopped_in_the_middle_of_apply(demo, tmp_path: Path) -> None:
+    done, fleet, _ = demo
+    assert done.returncode == 0, "the demo must leave a converged lab"
+    survivor, victim = fleet.hosts[0].name, fleet.hosts[1].name
+    # Give apply real work on both hosts, so the victim is stopped while the play is busy.
+    for host in (survivor, victim):
+        _sh(fleet, host, TAMPERS["env key changed"][0])
+    stopped = threading.Event()
+
+    def progress(line: str) -> None:
+        # Stop the victim once the play is inside the roles, from another thread (podman stop takes seconds).
+        if not stopped.is_set() and "rdma_stack" in line:
+            stopped.set()
+            threading.Thread(target=lab.stop_host, args=(fleet, victim), daemon=True).start()
+
+    options = fleet_apply.ApplyOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "apply")
+    result = fleet_apply.execute(options, progress)
+    assert stopped.is_set()
+    assert result.exit_code == 1
+    assert result.hosts[survivor].failed == 0 and result.hosts[survivor].unreachable == 0
+    assert result.hosts[victim].unreachable > 0 or result.hosts[victim].failed > 0
+
+    lab.start_host(fleet, victim)
+    options.artifacts = tmp_path / "rerun"
+    rerun = fleet_apply.execute(options, lambda line: None)
+    assert rerun.exit_code == 0
+    clean = fleet_drift.check(
+        fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check"), lambda line: None
+    )
+    assert clean.exit_code == 0, [h.state for h in clean.hosts.values()]

@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric lab` input checks: every bad value ends with exit 2 and one clear line, before podman runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpufabric import lab as local_lab
+from gpufabric import lab_image
+from gpufabric.errors import UserError
+from unit.test_cli import assert_clean_error
+
+
+def test_nodes_out_of_range(gpufabric, tmp_path):
+    for nodes in ("0", "33"):
+        result = gpufabric("lab", "up", "--nodes", nodes, "--dir", str(tmp_path / "lab"))
+        assert_clean_error(result, f"--nodes {nodes}", "accepted 1..32")
+
+
+def test_unknown_profile_points_at_catalog_list(gpufabric, tmp_path):
+    result = gpufabric("lab", "up", "--profile", "nowhere/x1", "--dir", str(tmp_path / "lab"))
+    assert_clean_error(result, "--profile 'nowhere/x1'", "`gpufabric catalog list`")
+
+
+def test_bad_name(gpufabric):
+    assert_clean_error(gpufabric("lab", "up", "--name", "My_Lab"), "lab name 'My_Lab' (--name)", "lowercase")
+
+
+def test_status_of_a_lab_that_does_not_exist(gpufabric, tmp_path):
+    result = gpufabric("lab", "status", "--name", "gpufabric-labtest-none", "--dir", str(tmp_path))
+    assert_clean_error(result, "no lab 'gpufabric-labtest-none'", "`gpufabric lab up` creates a lab")
+
+
+def test_up_refuses_a_directory_that_is_not_a_lab(gpufabric, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    result = gpufabric("lab", "up", "--dir", str(tmp_path))
+    assert_clean_error(result, f"--dir {tmp_path}: not empty and not a lab directory")
+
+
+def test_up_refuses_another_profile_for_an_existing_lab(gpufabric, tmp_path):
+    existing = {
+        "name": "gpufabric-lab",
+        "profile": "baremetal/hgx-h100-ib-ndr",
+        "nodes": 1,
+        "image": local_lab.LAB_IMAGE,
+        "hosts": [{"name": "gpufabric-lab-1", "port": 40001}],
+        "roles": ["fabric_facts"],
+        "left_out": {},
+    }
+    (tmp_path / "lab.json").write_text(json.dumps(existing))
+    result = gpufabric("lab", "up", "--dir", str(tmp_path))
+    assert_clean_error(
+        result,
+        "lab gpufabric-lab exists with profile baremetal/hgx-h100-ib-ndr (asked: baremetal/hgx-h100-ib-ndr-sriov)",
+        "nodes 1 (asked: 2)",
+        f"run `gpufabric lab down --dir {tmp_path}` first",
+    )
+
+
+def test_down_leaves_a_directory_without_lab_json_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_lab, "containers_with_label", lambda label, value: [])
+    (tmp_path / "notes.txt").write_text("mine\n")
+    lines: list[str] = []
+    local_lab.down("gpufabric-labtest-unit", tmp_path, progress=lines.append)
+    assert (tmp_path / "notes.txt").exists()
+    assert lines == [
+        f"left {tmp_path} alone: it has no lab.json, so it is not a lab directory",
+        "no lab gpufabric-labtest-unit: nothing to remove",
+    ]
+
+
+def test_missing_tools_without_root_name_the_apt_get_command(monkeypatch):
+    monkeypatch.setattr(lab_image.shutil, "which", lambda tool: None if tool in ("runc", "ssh") else f"/usr/bin/{tool}")
+    monkeypatch.setattr(lab_image.os, "geteuid", lambda: 1000)
+    with pytest.raises(
+        UserError,
+        match=r"needs openssh-client, runc .*`sudo apt-get install -y --no-install-recommends "
+        r"openssh-client runc`",
+    ):
+        lab_image.ensure_tools(print)
+
+
+def test_another_image_must_exist(monkeypatch):
+    monkeypatch.setattr(lab_image, "image_exists", lambda image: False)
+    with pytest.raises(UserError, match="--image example/none:1: no such image"):
+        lab_image.ensure_image("example/none:1", print)
