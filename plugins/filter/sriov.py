@@ -44,7 +44,8 @@ _value:
     - C(sriov_plan) returns C(profile), C(link_type) (infiniband or ethernet), C(num_vfs), C(pci_ids), C(pfs)
       (pf, pci_address, netdev, rdma_device, totalvfs, numvfs, vfs), C(config) (the physical functions to
       configure now), C(boot_config) (the JSON document the boot unit reads), C(firmware) (settings wanted),
-      C(summary) and C(errors).
+      C(summary), C(boot_summary) and C(boot_pf_count) (what the boot unit does and how many PFs it configures,
+      for its comment and start timeout) and C(errors).
     - C(sriov_firmware_plan) returns C(devices) (per physical function, see module_utils/sriov_firmware.py),
       C(waiting) (PCI addresses whose VFs must wait for the reboot), C(reboot_required) and C(errors).
     - C(sriov_address_conflicts) and C(sriov_drift) return lists of sentences.
@@ -402,11 +403,17 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any], hardware: dict[str, 
         result["summary"].append(
             f"{pf['pf']}{f' ({name})' if name else ''}: {num_vfs} VFs, {addresses.get(scheme, scheme)}"
         )
+    at_boot = (
+        f"at boot, every physical function with pci_id in {', '.join(by_pci_id['pci_ids'])}: {num_vfs} VFs, "
+        f"{addresses.get(scheme, scheme)}"
+    )
     if select:
-        result["summary"].append(
-            f"at boot, every physical function with pci_id in {', '.join(select['pci_ids'])}: {num_vfs} VFs, "
-            f"{addresses.get(scheme, scheme)}"
-        )
+        result["summary"].append(at_boot)
+    # What the boot unit's file says it does and how many PFs it waits for (its start timeout): the same live
+    # and in a bake when the file is the same, so a select counts the profile's GPU NICs, not those found now.
+    selects = bool(result["boot_config"]["select"])
+    result["boot_summary"] = [at_boot] if selects else list(result["summary"])
+    result["boot_pf_count"] = len(result["boot_config"]["physical_functions"]) + (gpu.get("count") or 1) * selects
     return result
 
 

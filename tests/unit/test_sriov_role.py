@@ -272,11 +272,15 @@ def test_live_host_boots_from_the_file_a_bake_writes(facts):
     assert [entry["pf"] for entry in live["config"]["physical_functions"]] == PFS
     assert live["boot_config"] == baked["boot_config"] == baked["config"]
     assert live["boot_config"]["physical_functions"] == []
+    assert live["boot_summary"] == baked["boot_summary"] == baked["summary"]
+    assert live["boot_pf_count"] == baked["boot_pf_count"] == 8  # the unit's start timeout counts them
 
 
 def test_named_physical_functions_stay_named_at_boot(facts):
     named = plan_for(facts, physical_functions=["ibp23s0"], num_vfs=4)
     assert named["boot_config"] == named["config"]
+    assert named["boot_summary"] == named["summary"]
+    assert named["boot_pf_count"] == 1
     assert named["boot_config"]["select"] is None
     vfs = {"mlx5_0": [{"index": 0, "guid": "02:00:00:00:00:00:00:01"}]}
     with_vf_list = plan_for(facts, num_vfs=1, vfs=vfs)
