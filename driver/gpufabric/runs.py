@@ -157,7 +157,11 @@ class Tally:
         res = as_mapping(data.get("res"))
         if kind == "playbook_on_task_start":
             role = str(data.get("role") or "").rsplit(".", 1)[-1]
-            self.task = f"{role} : {data.get('task', '')}" if role else str(data.get("task", ""))
+            task = str(data.get("task", ""))
+            if task.startswith("Validating arguments"):
+                # Ansible names a role's argument check after the spec's whole description: keep the first part.
+                task = task.split(" - ", 1)[0]
+            self.task = f"{role} : {task}" if role else task
             return True
         if kind == "playbook_on_stats":
             self.over = True

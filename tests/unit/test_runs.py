@@ -261,3 +261,12 @@ def test_an_empty_limit_and_used_artifacts_are_refused(inventory: Path, playbook
     (used / "job_events").mkdir()
     with pytest.raises(UserError, match="already holds files"):
         runs.run_playbook(playbook, str(inventory), artifacts_dir=used)
+
+
+def test_tally_shortens_a_roles_argument_check_to_its_first_part() -> None:
+    tally = runs.Tally(["gpu-1"])
+    task = "Validating arguments against arg spec 'main' - Write the fabric catalog's NCCL environment"
+    assert tally.feed(
+        {"event": "playbook_on_task_start", "event_data": {"role": "gpufabric.cluster.nccl_env", "task": task}}
+    )
+    assert tally.task == "nccl_env : Validating arguments against arg spec 'main'"
