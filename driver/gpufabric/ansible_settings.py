@@ -8,8 +8,8 @@ ansible.cfg key, each with a one-line reason. Two sets:
   tuned   pipelining, SSH multiplexing with a private control directory, forks sized to the run,
           a jsonfile fact cache under the state directory and `gathering: smart`
 
-The strategy stays `linear` in both unless the caller asks for another: no measurement here says
-another one is faster for these playbooks. examples/ansible.cfg is `ansible_cfg(example())`, for
+The strategy stays `linear` in both unless the caller asks for another: bench/fleet_drift.py measured
+`free` no faster for these playbooks (docs/operations.md). examples/ansible.cfg is `ansible_cfg(example())`, for
 people who run ansible-playbook or AWX directly (a test keeps the two equal).
 """
 
@@ -83,7 +83,7 @@ def _strategy(value: str) -> Setting:
         "strategy",
         value,
         "linear: every host finishes a task before the next starts, so serial and max_fail_percentage mean what "
-        "they say (no measurement here shows another strategy faster)",
+        "they say (bench/fleet_drift.py measured free no faster)",
     )
 
 
