@@ -24,6 +24,8 @@ BASE_IMAGE = "localhost/gpufabric-debian:12"
 LAB_IMAGE = "localhost/gpufabric-lab:12"
 # The commands `lab up` runs on this machine, and the Debian package of each.
 TOOLS = {"podman": "podman", "runc": "runc", "ssh": "openssh-client", "ssh-keygen": "openssh-client"}
+# What scripts/build-images needs besides podman, only when the base image must be built.
+BUILD_TOOLS = {"debootstrap": "debootstrap"}
 
 HOST_KEYS_UNIT = """\
 # gpufabric lab: every container makes its own SSH host keys at first boot (none are in the image).
@@ -58,9 +60,9 @@ rm -rf /var/lib/apt/lists/*
 """
 
 
-def ensure_tools(progress: Progress) -> None:
-    """Install missing tools with apt-get when we are root, else say how."""
-    missing = sorted({package for tool, package in TOOLS.items() if shutil.which(tool) is None})
+def ensure_tools(progress: Progress, tools: dict[str, str] = TOOLS) -> None:
+    """Install missing tools ({command: Debian package}) with apt-get when we are root, else say how."""
+    missing = sorted({package for tool, package in tools.items() if shutil.which(tool) is None})
     if not missing:
         return
     command = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
@@ -89,6 +91,7 @@ def ensure_base_image(progress: Progress) -> None:
             f"image {BASE_IMAGE} is missing and this installation has no scripts/build-images to build it; "
             "run scripts/build-images 12 from a gpufabric checkout"
         )
+    ensure_tools(progress, BUILD_TOOLS)
     progress(f"building {BASE_IMAGE} with {script} 12 (debootstrap; about a minute)")
     result = subprocess.run([str(script), "12"], capture_output=True, text=True, env=environment(), check=False)
     if result.returncode != 0:

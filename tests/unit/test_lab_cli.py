@@ -86,3 +86,14 @@ def test_another_image_must_exist(monkeypatch):
     monkeypatch.setattr(lab_image, "image_exists", lambda image: False)
     with pytest.raises(UserError, match="--image example/none:1: no such image"):
         lab_image.ensure_image("example/none:1", print)
+
+
+def test_a_missing_base_image_needs_debootstrap_first(monkeypatch):
+    """A fresh machine has no base image and no debootstrap: named before any build starts."""
+    monkeypatch.setattr(lab_image, "image_exists", lambda image: False)
+    monkeypatch.setattr(lab_image.shutil, "which", lambda tool: None if tool == "debootstrap" else f"/usr/bin/{tool}")
+    monkeypatch.setattr(lab_image.os, "geteuid", lambda: 1000)
+    with pytest.raises(
+        UserError, match=r"needs debootstrap .*`sudo apt-get install -y --no-install-recommends debootstrap`"
+    ):
+        lab_image.ensure_base_image(print)
