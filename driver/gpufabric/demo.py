@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric import apply as fleet_apply
+from gpufabric import catalog as fabric_catalog
 from gpufabric import drift as fleet_drift
 from gpufabric import drift_report, lab
 from gpufabric import plan as fleet_plan
@@ -110,8 +111,24 @@ class Demo:
         )
 
 
+def check(options: Options) -> None:
+    """Refuse, before anything starts, a profile the tamper step cannot tamper with."""
+    profile = fabric_catalog.load().get(options.profile)
+    if profile is None:
+        raise UserError(
+            f"--profile {options.profile!r}: not in the fabric catalog; `gpufabric catalog list` shows the names"
+        )
+    if TAMPER_KEY not in profile["tiers"]["best"].get("env", {}):
+        raise UserError(
+            f"--profile {options.profile}: its environment sets no {TAMPER_KEY}, which the demo's tamper step edits; "
+            "accepted: a profile that sets it (InfiniBand and RoCE ones, e.g. the default "
+            f"{lab.DEFAULT_PROFILE})"
+        )
+
+
 def run(options: Options, console: Console, progress: Progress) -> int:
     """Run every step; 0 when each did what it should, 1 otherwise."""
+    check(options)
     output = options.output or Path.cwd() / f"gpufabric-demo-{time.strftime('%Y%m%dT%H%M%S')}"
     demo = Demo(options, console, progress, output)
     try:
