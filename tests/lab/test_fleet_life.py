@@ -83,7 +83,7 @@ TAMPERS = {
         f"pf=/simulated-hw/sys/bus/pci/devices/{PF0}; echo 0 > $pf/sriov_numvfs; "
         "while [ -e $pf/virtfn0 ]; do sleep 0.05; done; echo 4 > $pf/sriov_numvfs",
         "sriov",
-        "VFs",
+        "Create and configure the VFs of each physical function",
     ),
 }
 
@@ -94,13 +94,7 @@ def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) ->
     tampered, untouched = fleet.hosts[0].name, fleet.hosts[1].name
     for script, _, _ in TAMPERS.values():
         _sh(fleet, tampered, script)
-    options = fleet_drift.DriftOptions(
-        inventory=str(fleet.inventory),
-        json_path=tmp_path / "drift.json",
-        junit_path=tmp_path / "drift.xml",
-        prom_path=tmp_path / "drift.prom",
-        artifacts=tmp_path / "check",
-    )
+    options = fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check")
     result = fleet_drift.check(options, lambda line: None)
     assert result.exit_code == 2
     assert result.hosts[untouched].state == "clean"
