@@ -14,7 +14,7 @@ from typing import Any
 import ansible_runner
 
 from gpufabric import lab as local_lab
-from gpufabric.collection import collection_root, collections_path
+from gpufabric.collection import collections_path
 
 
 @dataclass
@@ -79,12 +79,3 @@ def run_ansible(inventory: Path, artifacts: Path, **kwargs: Any) -> Run:
         output = runner.stdout.read()
         stats = runner.stats or {}
     return Run(runner.rc, runner.status, time.monotonic() - start, stats, changed, failed, output)
-
-
-def run_site(inventory: Path, artifacts: Path, check: bool = False) -> Run:
-    return run_ansible(
-        inventory,
-        artifacts,
-        playbook=str(collection_root() / "playbooks" / "site.yml"),
-        cmdline="--check --diff" if check else None,
-    )

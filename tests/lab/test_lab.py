@@ -2,9 +2,8 @@
 """`gpufabric lab` end to end: a 2-node lab of baremetal/hgx-h100-ib-ndr-sriov hosts, reached over real SSH.
 
 The tests share one lab and run in file order: checks on the fresh lab, a host
-powered off and on, then site.yml (apply, idempotent rerun, --check --diff), then
-`lab down`. The site.yml times are printed (pytest -rP shows them) and recorded
-as JUnit properties: they decide how much of the lab fits in CI.
+powered off and on, then `lab down`. Applying site.yml to a lab, rerunning it and
+checking it for drift is test_fleet_life.py's (the README's demo), not repeated here.
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from gpufabric import lab as local_lab
 from gpufabric import lab_podman
 from gpufabric.errors import UserError
 from gpufabric.lab_files import CATALOG_OVERRIDE, KNOWN_HOSTS
-from lab.support import LabUnderTest, ansible_env, run_ansible, run_site
+from lab.support import LabUnderTest, ansible_env, run_ansible
 
-pytestmark = pytest.mark.lab
+# Every lab module runs on one pytest-xdist worker, one after another: they share the lab image it builds.
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab")]
 
 
 def lab_options(lab: local_lab.Lab) -> list[str]:
@@ -111,28 +111,6 @@ def test_up_again_reuses_the_lab_and_refuses_another_size(lab: LabUnderTest) -> 
     assert [(host.name, host.port) for host in again.hosts] == [(host.name, host.port) for host in made.hosts]
     with pytest.raises(UserError, match=r"exists with nodes 2 \(asked: 3\); run `gpufabric lab down"):
         local_lab.up(made.name, nodes=3, directory=made.directory, progress=lambda _line: None)
-
-
-def test_site_yml_applies_then_changes_nothing_and_check_finds_nothing(
-    lab: LabUnderTest, tmp_path: Path, record_property
-) -> None:
-    inventory = lab.lab.inventory
-    apply = run_site(inventory, tmp_path / "apply")
-    record_property("site_apply_seconds", round(apply.seconds, 1))
-    print(f"site.yml apply: {apply.seconds:.1f}s, {len(apply.changed)} changed results")
-    assert apply.rc == 0, "\n".join(apply.failed) or apply.output[-3000:]
-
-    rerun = run_site(inventory, tmp_path / "rerun")
-    record_property("site_rerun_seconds", round(rerun.seconds, 1))
-    print(f"site.yml rerun: {rerun.seconds:.1f}s")
-    assert rerun.rc == 0, "\n".join(rerun.failed) or rerun.output[-3000:]
-    assert rerun.changed == [], "not idempotent"
-
-    check = run_site(inventory, tmp_path / "check", check=True)
-    record_property("site_check_seconds", round(check.seconds, 1))
-    print(f"site.yml --check --diff: {check.seconds:.1f}s")
-    assert check.rc == 0, "\n".join(check.failed) or check.output[-3000:]
-    assert check.changed == [], "check mode finds drift on a converged host"
 
 
 def test_down_removes_containers_and_directory_and_again_does_nothing(lab: LabUnderTest) -> None:
