@@ -19,8 +19,7 @@ from gpufabric import drift as fleet_drift
 from gpufabric import lab
 from gpufabric.lab_podman import image_exists, podman
 
-# Every lab module runs on one pytest-xdist worker, one after another: they share the lab image it builds.
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab")]
+pytestmark = pytest.mark.lab
 
 BUILDER = "gpufabric-labtest-bakevars"
 HOSTS = "gpufabric-labtest-baked"

@@ -23,8 +23,7 @@ from gpufabric import apply as fleet_apply
 from gpufabric import drift as fleet_drift
 from gpufabric import lab
 
-# Every lab module runs on one pytest-xdist worker, one after another: they share the lab image it builds.
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab")]
+pytestmark = pytest.mark.lab
 
 LAB_NAME = "gpufabric-labtest-fleet"
 PF0 = "0000:17:00.0"  # the first ConnectX physical function of the SIMULATED tree

@@ -21,8 +21,7 @@ from gpufabric.errors import UserError
 from gpufabric.lab_files import CATALOG_OVERRIDE, KNOWN_HOSTS
 from lab.support import LabUnderTest, ansible_env, run_ansible
 
-# Every lab module runs on one pytest-xdist worker, one after another: they share the lab image it builds.
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("lab")]
+pytestmark = pytest.mark.lab
 
 
 def lab_options(lab: local_lab.Lab) -> list[str]:
