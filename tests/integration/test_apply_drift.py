@@ -36,7 +36,11 @@ def _podman_ready() -> bool:
     return shutil.which("podman") is not None and _podman("image", "exists", IMAGE, check=False).returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _podman_ready(), reason=f"podman with {IMAGE} (scripts/build-images) is needed")
+# Marked lab: it needs the images, so scripts/test runs it with the lab tests, after the images stage.
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(not _podman_ready(), reason=f"podman with {IMAGE} (scripts/build-images) is needed"),
+]
 
 
 @dataclass
