@@ -2,7 +2,7 @@
 """`gpufabric drift`: the check -> remediate -> final check flow and the reports, with the playbook
 runs replaced by REAL recorded ansible-runner events (tests/fixtures/runner_events); the command
 line through typer's CliRunner; and usage errors through the real `gpufabric` command (exit 2, one
-line, no traceback). tests/integration/test_apply_drift.py runs all of it against containers."""
+line, no traceback). tests/lab/test_fleet_life.py runs all of it on a lab fleet over SSH."""
 
 from __future__ import annotations
 
