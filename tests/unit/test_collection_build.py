@@ -9,7 +9,19 @@ import tarfile
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-DEV_ONLY = ("tests/", "bench/", ".ci/", "driver/", "molecule/", "scripts/", ".venv/", ".cache/", "pyproject.toml")
+DEV_ONLY = (
+    "tests/",
+    "test-results/",
+    "bench/",
+    ".ci/",
+    ".config/",
+    "driver/",
+    "molecule/",
+    "scripts/",
+    ".venv/",
+    ".cache/",
+    "pyproject.toml",
+)
 
 
 def test_collection_tarball_leaves_out_dev_content(repo, tmp_path, ansible_env):
