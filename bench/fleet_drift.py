@@ -127,7 +127,7 @@ def extrapolate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]], outlook: dict[str, Any]) -> None:
-    labels = [label for label, _, _ in (*VARIANTS, FREE) if label in rows[0]]
+    labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if label in rows[0]]
     header = f"{'hosts':>5} " + " ".join(f"{label + ' s':>12}" for label in labels)
     header += f" {'stock/tuned':>11} {'s/host-task':>11} {'host-tasks':>10}"
     print(header)
@@ -149,7 +149,7 @@ def print_table(rows: list[dict[str, Any]], outlook: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--sizes", default="4,8,16", help="lab fleet sizes, comma-separated (default 4,8,16)")
     parser.add_argument("--no-free", action="store_true", help="skip the tuned+free strategy variant")
     parser.add_argument("--json", type=Path, help="also write the measurements as JSON here")

@@ -66,17 +66,17 @@ def offline_env(home: Path) -> dict[str, str]:
 
 def list_with_gpufabric(endpoint: str) -> None:
     """Child process: build the inventory with AwsSource; print hosts, seconds and API calls as JSON."""
-    from gpufabric.collection import module_utils
+    from gpufabric.collection import module_utils, plugin_utils
 
     started = time.perf_counter()
-    source = module_utils("fleet_aws").AwsSource(
+    source = plugin_utils("fleet_aws").AwsSource(
         regions=REGIONS, endpoint_url=endpoint, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY
     )
     # The whole job, as `gpufabric inventory build --format json` does it: list, classify, render.
-    fleet_inventory = module_utils("fleet_inventory")
+    fleet_inventory = plugin_utils("fleet_inventory")
     instances = list(source.instances())
     catalog = module_utils("fabric_catalog").load_catalog()
-    inventory, _ = fleet_inventory.build(instances, catalog, include_non_gpu=True, include_stopped=True)
+    inventory, _warnings = fleet_inventory.build(instances, catalog, include_non_gpu=True, include_stopped=True)
     fleet_inventory.to_json(inventory)
     seconds = time.perf_counter() - started
     print(
@@ -158,7 +158,7 @@ def main() -> None:
 
             empty = home / "empty.yml"
             empty.write_text("all: {}\n", encoding="utf-8")
-            startup_s, startup_cpu, _ = timed([str(BIN / "ansible-inventory"), "-i", str(empty), "--list"], env)
+            startup_s, startup_cpu, _stdout = timed([str(BIN / "ansible-inventory"), "-i", str(empty), "--list"], env)
 
     print(f"fleet: {args.instances} instances in {', '.join(REGIONS)} (moto EC2 server on 127.0.0.1)")
     print(f"{'':36}{'wall s':>8}{'CPU s':>8}{'hosts':>7}  API calls (moto's recorded requests)")

@@ -40,7 +40,7 @@ def write_fleet(path: Path, hosts: int) -> None:
 
 def best_of(command: list[str], repeat: int, env: dict[str, str]) -> float:
     times = []
-    for _ in range(repeat):
+    for _run in range(repeat):
         start = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True, env=env)
         times.append(time.perf_counter() - start)

@@ -79,7 +79,7 @@ def main() -> None:
             play.write_text(playbook(args.tasks), encoding="utf-8")
             inventory.write_text(f"{CONTAINER}\n", encoding="utf-8")
             times: dict[str, list[float]] = {"containers.podman.podman": [], "podman_pipelining": []}
-            for _ in range(args.repeat):
+            for _round in range(args.repeat):
                 for connection in times:
                     times[connection].append(run(connection, play, inventory))
     finally:

@@ -52,9 +52,18 @@ def collections_path() -> Path:
     return base
 
 
-def module_utils(name: str) -> ModuleType:
-    """Import plugins/module_utils/<name>.py of the collection."""
+def _import_plugins(kind: str, name: str) -> ModuleType:
     path = str(collections_path())
     if path not in sys.path:
         sys.path.insert(0, path)
-    return importlib.import_module(f"ansible_collections.{NAMESPACE}.{NAME}.plugins.module_utils.{name}")
+    return importlib.import_module(f"ansible_collections.{NAMESPACE}.{NAME}.plugins.{kind}.{name}")
+
+
+def module_utils(name: str) -> ModuleType:
+    """Import plugins/module_utils/<name>.py of the collection (code modules may also ship to hosts)."""
+    return _import_plugins("module_utils", name)
+
+
+def plugin_utils(name: str) -> ModuleType:
+    """Import plugins/plugin_utils/<name>.py of the collection (controller-only code: fleet discovery)."""
+    return _import_plugins("plugin_utils", name)

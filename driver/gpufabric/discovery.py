@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`gpufabric inventory build`: list a fleet from a cloud API and write an Ansible inventory.
 
-The sources and the builder live in the collection (plugins/module_utils/fleet_*),
+The sources and the builder live in the collection (plugins/plugin_utils/fleet_*),
 shared with the gpufabric.cluster.gpu_fleet inventory plugin; this module maps
 command-line options to a source and writes the result in one step, so a failed
 discovery leaves no partial file.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import catalog as fabric_catalog
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
 # Command-line flag -> source constructor argument, per source.
@@ -49,21 +49,21 @@ def build(
     include_stopped: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """(inventory in ansible-inventory --list shape, warnings)."""
-    fleet_base = module_utils("fleet_base")
+    fleet_base = plugin_utils("fleet_base")
     catalog = fabric_catalog.load(catalog_files)
     try:
-        instance_source = module_utils("fleet_sources").make_source(source, source_options(source, options))
+        instance_source = plugin_utils("fleet_sources").make_source(source, source_options(source, options))
         instances = list(instance_source.instances())
     except fleet_base.DiscoveryError as exc:
         raise UserError(f"discovery failed: {exc}") from None
-    inventory, warnings = module_utils("fleet_inventory").build(
+    inventory, warnings = plugin_utils("fleet_inventory").build(
         instances, catalog, public=public, include_non_gpu=include_non_gpu, include_stopped=include_stopped
     )
     return inventory, list(warnings)
 
 
 def render(inventory: dict[str, Any], output_format: str) -> str:
-    fleet_inventory = module_utils("fleet_inventory")
+    fleet_inventory = plugin_utils("fleet_inventory")
     if output_format == "json":
         return str(fleet_inventory.to_json(inventory))
     if output_format == "yaml":

@@ -168,7 +168,7 @@ def _vf_devices(pci_ids: list[str], profile: str) -> list[str]:
         return sorted(set(CONNECTX_VF_IDS.values()))
     devices = []
     for pci_id in pci_ids:
-        vendor, _, device = pci_id.lower().partition(":")
+        vendor, _sep, device = pci_id.lower().partition(":")
         if vendor != MELLANOX_VENDOR or device not in CONNECTX_VF_IDS:
             raise UserError(
                 f"profile {profile}: nics.gpu.pci_ids {pci_id!r} is not a ConnectX physical function this generator "

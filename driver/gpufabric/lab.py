@@ -294,7 +294,7 @@ def _host(lab: Lab, host: str | LabHost) -> LabHost:
 def host_settings(lab: Lab) -> dict[str, Any]:
     """The lab's inventory variables that shape what the roles do (no connection settings): what a
     `gpufabric bake` for this lab's hosts needs (`-e`), so that a host from the image shows no drift."""
-    return {name: value for name, value, _ in inventory_vars(lab) if not name.startswith("ansible_")}
+    return {name: value for name, value, _comment in inventory_vars(lab) if not name.startswith("ansible_")}
 
 
 def podman_exec(lab: Lab, host: str | LabHost, argv: list[str]) -> subprocess.CompletedProcess[str]:

@@ -60,8 +60,9 @@ rm -rf /var/lib/apt/lists/*
 """
 
 
-def ensure_tools(progress: Progress, tools: dict[str, str] = TOOLS) -> None:
-    """Install missing tools ({command: Debian package}) with apt-get when we are root, else say how."""
+def ensure_tools(progress: Progress, tools: dict[str, str] | None = None) -> None:
+    """Install missing tools ({command: Debian package}; TOOLS by default) with apt-get as root, else say how."""
+    tools = TOOLS if tools is None else tools
     missing = sorted({package for tool, package in tools.items() if shutil.which(tool) is None})
     if not missing:
         return

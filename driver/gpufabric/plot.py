@@ -79,7 +79,7 @@ def render(report: dict[str, Any], path: Path, title: str | None = None) -> Path
             points = curve(run)
             colour = TIER_COLOURS.get(tier) or next(others, "#7f7f7f")
             label = f"{tier} ({run['status']})"
-            if sum(1 for other, _ in tier_runs if other == tier) > 1:
+            if sum(1 for other, _run in tier_runs if other == tier) > 1:
                 label = f"{tier} {run.get('run_id')} ({run['status']})"
             axes.plot(list(points), list(points.values()), marker="o", markersize=4, color=colour, label=label)
             sizes += list(points)
@@ -133,8 +133,8 @@ def render(report: dict[str, Any], path: Path, title: str | None = None) -> Path
                 (point["size"], point["speedup"]) for point in item["sizes"] if point["speedup"] is not None
             ]
             twin.plot(
-                [size for size, _ in ratios],
-                [speed for _, speed in ratios],
+                [size for size, _speed in ratios],
+                [speed for _size, speed in ratios],
                 color="#2ca02c",
                 linestyle="-.",
                 marker="s",
@@ -151,7 +151,7 @@ def render(report: dict[str, Any], path: Path, title: str | None = None) -> Path
                     fontsize=7,
                     color="#2ca02c",
                 )
-            top = max((speed for _, speed in ratios), default=1.0)
+            top = max((speed for _size, speed in ratios), default=1.0)
             twin.set_ylim(0, top * 1.25 if math.isfinite(top) else 1.0)
             twin.set_ylabel(f"speed-up {item['tier']}/{item['baseline']} (x)", color="#2ca02c")
             handles, labels = axes.get_legend_handles_labels()

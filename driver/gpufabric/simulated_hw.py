@@ -460,7 +460,7 @@ def write_tree(
                 _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs)
 
     if profile["gpu"]["nvswitch"]:
-        for _ in range(NVSWITCHES):
+        for _switch in range(NVSWITCHES):
             parent, bus = tree.root_port(numa_node=0)
             tree.pci_function(parent, f"0000:{bus:02x}:00.0", NVSWITCH_ID, NVSWITCH_CLASS, 0, "nvidia")
     return root

@@ -42,7 +42,7 @@ cd "$(dirname "$0")"
 . ./env.sh
 
 usage() {
-	cat <<EOF
+    cat <<EOF
 usage: $(basename "$0") [options]   (TEST DOUBLE)
  -y, --yes  -n, --no-verify  -l, --skip-limit-conf  -k, --skip-kmod  -m, --minimal  -d, --debug-packages
  -g, --enable-gdr  --mpi=openmpi4,openmpi5  --skip-plugin  --skip-mpi
@@ -51,28 +51,28 @@ EOF
 
 YES=0 NO_VERIFY=0 SKIP_LIMITS=0 SKIP_KMOD=0 MINIMAL=0 DEBUG=no MPI=openmpi4,openmpi5 SKIP_PLUGIN=0 SKIP_MPI=0
 for arg in "$@"; do
-	case "$arg" in
-	-y | --yes) YES=1 ;;
-	-n | --no-verify) NO_VERIFY=1 ;;
-	-l | --skip-limit-conf) SKIP_LIMITS=1 ;;
-	-k | --skip-kmod) SKIP_KMOD=1 ;;
-	-m | --minimal) MINIMAL=1 ;;
-	-d | --debug-packages) DEBUG=yes ;;
-	-g | --enable-gdr) ;;
-	--mpi=*) MPI="${arg#--mpi=}" ;;
-	--skip-plugin) SKIP_PLUGIN=1 ;;
-	--skip-mpi) SKIP_MPI=1 ;;
-	*)
-		echo "Error: unknown option $arg" >&2
-		usage >&2
-		exit 1
-		;;
-	esac
+    case "$arg" in
+    -y | --yes) YES=1 ;;
+    -n | --no-verify) NO_VERIFY=1 ;;
+    -l | --skip-limit-conf) SKIP_LIMITS=1 ;;
+    -k | --skip-kmod) SKIP_KMOD=1 ;;
+    -m | --minimal) MINIMAL=1 ;;
+    -d | --debug-packages) DEBUG=yes ;;
+    -g | --enable-gdr) ;;
+    --mpi=*) MPI="${arg#--mpi=}" ;;
+    --skip-plugin) SKIP_PLUGIN=1 ;;
+    --skip-mpi) SKIP_MPI=1 ;;
+    *)
+        echo "Error: unknown option $arg" >&2
+        usage >&2
+        exit 1
+        ;;
+    esac
 done
 
 if [ "$YES" -ne 1 ]; then
-	echo "Error: the real installer would prompt for confirmation here; run with -y (TEST DOUBLE)" >&2
-	exit 1
+    echo "Error: the real installer would prompt for confirmation here; run with -y (TEST DOUBLE)" >&2
+    exit 1
 fi
 
 . /etc/os-release
@@ -80,63 +80,63 @@ case "$ID-$VERSION_ID" in
 debian-12) PKG_DIR="DEBS/DEBIAN12/$(uname -m)" ;;
 debian-13) PKG_DIR="DEBS/DEBIAN13/$(uname -m)" ;;
 *)
-	echo "Unsupported operating system. (TEST DOUBLE: Debian 12 and 13 only)" >&2
-	exit 1
-	;;
+    echo "Unsupported operating system. (TEST DOUBLE: Debian 12 and 13 only)" >&2
+    exit 1
+    ;;
 esac
 
 if [ "$NO_VERIFY" -ne 1 ]; then
-	found=0
-	for dev in /sys/bus/pci/devices/*; do
-		if [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1d0f ]; then
-			case "$(cat "$dev/device" 2>/dev/null)" in 0xefa*) found=1 ;; esac
-		fi
-	done
-	if [ "$found" -ne 1 ]; then
-		echo "Error: no EFA device (1d0f:efa*) found; run with --no-verify to skip the check (TEST DOUBLE)" >&2
-		exit 1
-	fi
+    found=0
+    for dev in /sys/bus/pci/devices/*; do
+        if [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1d0f ]; then
+            case "$(cat "$dev/device" 2>/dev/null)" in 0xefa*) found=1 ;; esac
+        fi
+    done
+    if [ "$found" -ne 1 ]; then
+        echo "Error: no EFA device (1d0f:efa*) found; run with --no-verify to skip the check (TEST DOUBLE)" >&2
+        exit 1
+    fi
 fi
 
 packages=(efa-config efa-profile)
 [ "$SKIP_KMOD" -eq 1 ] || packages+=(efa)
 if [ "$MINIMAL" -ne 1 ]; then
-	packages+=(libfabric-aws)
-	[ "$SKIP_PLUGIN" -eq 1 ] || packages+=(libnccl-ofi)
-	if [ "$SKIP_MPI" -ne 1 ]; then
-		for flavour in ${MPI//,/ }; do
-			case "$flavour" in
-			openmpi4) packages+=(openmpi40-aws) ;;
-			openmpi5) packages+=(openmpi50-aws) ;;
-			*)
-				echo "Error: unknown MPI $flavour" >&2
-				exit 1
-				;;
-			esac
-		done
-	fi
+    packages+=(libfabric-aws)
+    [ "$SKIP_PLUGIN" -eq 1 ] || packages+=(libnccl-ofi)
+    if [ "$SKIP_MPI" -ne 1 ]; then
+        for flavour in ${MPI//,/ }; do
+            case "$flavour" in
+            openmpi4) packages+=(openmpi40-aws) ;;
+            openmpi5) packages+=(openmpi50-aws) ;;
+            *)
+                echo "Error: unknown MPI $flavour" >&2
+                exit 1
+                ;;
+            esac
+        done
+    fi
 fi
 
 # Like the real installer: remove what an earlier run installed before installing this release.
 if [ -f /opt/amazon/efa_installed_packages ]; then
-	old=$(grep -v '^#' /opt/amazon/efa_installed_packages | tr ' ' '\n' | sed -n 's/_.*//p')
-	if [ -n "$old" ]; then
-		# shellcheck disable=SC2086
-		dpkg --purge $old
-	fi
+    old=$(grep -v '^#' /opt/amazon/efa_installed_packages | tr ' ' '\n' | sed -n 's/_.*//p')
+    if [ -n "$old" ]; then
+        # shellcheck disable=SC2086
+        dpkg --purge $old
+    fi
 fi
 
 debs=()
 installed=()
 for name in "${packages[@]}"; do
-	deb=$(echo "$PKG_DIR/${name}"_*.deb)
-	debs+=("$deb")
-	installed+=("$(basename "$deb" .deb)")
+    deb=$(echo "$PKG_DIR/${name}"_*.deb)
+    debs+=("$deb")
+    installed+=("$(basename "$deb" .deb)")
 done
 dpkg -i "${debs[@]}"
 
 if [ "$SKIP_LIMITS" -ne 1 ]; then
-	printf '* soft memlock unlimited\n* hard memlock unlimited\n' >/etc/security/limits.d/efa.conf
+    printf '* soft memlock unlimited\n* hard memlock unlimited\n' >/etc/security/limits.d/efa.conf
 fi
 
 mkdir -p /opt/amazon

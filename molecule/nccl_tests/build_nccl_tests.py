@@ -80,19 +80,19 @@ rank=${OMPI_COMM_WORLD_RANK:?TEST DOUBLE: start me with Open MPI mpirun}
 record=/var/tmp/TEST-DOUBLE-nccl-tests
 mkdir -p "$record"
 {
-	echo "rank=$rank size=${OMPI_COMM_WORLD_SIZE} local_size=${OMPI_COMM_WORLD_LOCAL_SIZE} host=$(hostname)"
-	echo "args=$*"
-	env | grep -E '^(NCCL_|UCX_|LD_LIBRARY_PATH=)' | sort
+    echo "rank=$rank size=${OMPI_COMM_WORLD_SIZE} local_size=${OMPI_COMM_WORLD_LOCAL_SIZE} host=$(hostname)"
+    echo "args=$*"
+    env | grep -E '^(NCCL_|UCX_|LD_LIBRARY_PATH=)' | sort
 } >"$record/@COLLECTIVE@-rank$rank"
 [ "$rank" = 0 ] || exit 0
 replay="$(dirname "$0")/replays/@COLLECTIVE@-${NCCL_TESTS_TEST_DOUBLE_REPLAY:-pass}.txt"
 if [ ! -f "$replay" ]; then
-	echo "TEST DOUBLE: no replay $replay" >&2
-	exit 5
+    echo "TEST DOUBLE: no replay $replay" >&2
+    exit 5
 fi
 cat "$replay"
 if grep -q 'Out of bounds values : [1-9]' "$replay"; then
-	exit 7
+    exit 7
 fi
 """
 

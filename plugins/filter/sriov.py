@@ -485,7 +485,7 @@ def drift(vf_results: list[dict[str, Any]]) -> list[str]:
         found.extend(action for action in actions if ": sriov_numvfs " in action)
         settings = [action for action in actions if ": sriov_numvfs " not in action]
         if settings:
-            pf, _, first = settings[0].partition(": ")
+            pf, _sep, first = settings[0].partition(": ")
             more = f" and {len(settings) - 1} more" if len(settings) > 1 else ""
             found.append(f"{pf}: {first}{more}")
     return found

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: gpu_fleet
-author: gpufabric developers
+author: gpufabric developers (!UNKNOWN)
 version_added: "0.2.0"
 short_description: GPU fleet from cloud APIs, classified against the gpufabric fabric catalog
 description:
@@ -76,9 +76,9 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog i
     load_catalog,
     override_files_from_env,
 )
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import DiscoveryError
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_inventory import build, json_ready
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_sources import make_source
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_inventory import build, json_ready
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_sources import make_source
 
 UNSAFE_KEY = "__ansible_unsafe"
 

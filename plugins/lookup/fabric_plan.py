@@ -3,7 +3,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: fabric_plan
-author: gpufabric developers
+author: gpufabric developers (!UNKNOWN)
 version_added: "0.1.0"
 short_description: Resolve a host's fabric catalog profile into its plan
 description:

@@ -150,11 +150,11 @@ def distro_key(distribution: str, version: str) -> str:
     name = {"redhatenterpriselinux": "redhat", "rhel": "redhat", "rockylinux": "rocky"}.get(name, name)
     if name == "ubuntu":
         return f"ubuntu-{'.'.join(str(version).split('.')[:2])}"
-    return f"{name}-{str(version).split('.')[0]}"
+    return f"{name}-{str(version).split('.', maxsplit=1)[0]}"
 
 
 def distro_label(key: str) -> str:
-    name, _, version = key.partition("-")
+    name, _sep, version = key.partition("-")
     return f"{DISTRO_NAMES.get(name, name)} {version}"
 
 
@@ -373,7 +373,7 @@ def library_findings(ld_library_path: str, found: list[str], wanted: list[str]) 
     """
     names_by_dir: dict[str, set[str]] = {}
     for path in found:
-        directory, _, name = str(path).rpartition("/")
+        directory, _sep, name = str(path).rpartition("/")
         names_by_dir.setdefault(directory, set()).add(name)
     findings = []
     for directory in [d.rstrip("/") for d in ld_library_path.split(":") if d]:

@@ -5,6 +5,8 @@ The catalog is the single source of truth shared by the Python driver and the
 Ansible side (lookup plugins, roles). This file depends on PyYAML only, so both
 can import it: the driver through the collection on disk, Ansible through
 ``ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog``.
+PyYAML is imported only where a catalog file is read: it comes with ansible-core
+on the controller, where that happens, and module_utils must import without it.
 
 Validation is hand-written rather than JSON Schema so that every error names
 the file, the key path and what is accepted, in one sentence an operator reads.
@@ -17,8 +19,6 @@ import os
 import re
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
 CATALOG_ENV_VAR = "GPUFABRIC_CATALOG"
@@ -280,7 +280,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
     """
     path = f"profiles.{name}"
     _check_mapping(profile, PROFILE_SCHEMA, path, source)
-    cloud, _, instance_type = name.partition("/")
+    cloud, _sep, instance_type = name.partition("/")
     if profile["cloud"] != cloud or profile["instance_type"] != instance_type:
         raise CatalogError(
             source,
@@ -305,6 +305,8 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")

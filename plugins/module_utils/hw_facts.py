@@ -211,7 +211,7 @@ def pci_location(sysfs: Sysfs, address: str) -> dict[str, Any]:
 
 
 def nic_kind(pci_id_: str | None, driver: str | None) -> str:
-    vendor, _, device = (pci_id_ or ":").partition(":")
+    vendor, _sep, device = (pci_id_ or ":").partition(":")
     if vendor in KIND_BY_VENDOR:
         return KIND_BY_VENDOR[vendor]
     if vendor == "1d0f" and device in AMAZON_DEVICES:
@@ -226,7 +226,7 @@ def nvidia_device(sysfs: Sysfs, address: str) -> tuple[str, dict[str, Any]] | No
         return None
     device_class = (sysfs.text(f"{base}/class") or "").lower()
     if device_class.startswith(NVSWITCH_CLASS):
-        _, device = pci_id(sysfs, address)
+        _vendor, device = pci_id(sysfs, address)
         return "nvswitch", {"pci_address": address, "pci_id": f"{NVIDIA}:{device}" if device else None}
     if not device_class.startswith(GPU_CLASSES):
         return None  # audio function of a graphics card, and the like

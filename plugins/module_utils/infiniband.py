@@ -437,12 +437,12 @@ def _nccl_findings(value: str | None, ports: list[tuple[str, int, str | None]], 
     out = [f"{label}: {error}" for error in spec["errors"]]
     if not spec["exclude"]:
         for entry in spec["entries"]:
-            if not any(_nccl_entry_matches(entry, spec["exact"], d, p) for d, p, _ in ports):
+            if not any(_nccl_entry_matches(entry, spec["exact"], d, p) for d, p, _layer in ports):
                 what = "device" if spec["exact"] else "device name prefix"
                 port = f" port {entry['port']}" if entry["port"] is not None else ""
                 out.append(
                     f"{label} names {what} {entry['name']}{port}, which matches no RDMA port on this host "
-                    f"(found: {_names(sorted({d for d, _, _ in ports})) or 'none'})"
+                    f"(found: {_names(sorted({port[0] for port in ports})) or 'none'})"
                 )
     # NCCL's IB transport uses InfiniBand and Ethernet (RoCE) ports alike; a RoCE port among IB rails breaks them.
     selected = [
@@ -454,7 +454,7 @@ def _nccl_findings(value: str | None, ports: list[tuple[str, int, str | None]], 
             f"{label} also selects {_names(foreign)}, which {'is' if len(foreign) == 1 else 'are'} not InfiniBand: "
             "NCCL would use it as a rail; narrow the value (a prefix that excludes it, an =exact list, or ^name)"
         )
-    left_out = [name for name in hcas if not any(d == name for d, _, _ in selected)]
+    left_out = [name for name in hcas if not any(port[0] == name for port in selected)]
     if left_out:
         out.append(f"{label} leaves out the GPU-network HCA{'s' if len(left_out) > 1 else ''} {_names(left_out)}")
     return out
@@ -467,7 +467,7 @@ def _ucx_findings(value: str, ports: list[tuple[str, int, str | None]], hcas: li
     if spec["all"]:
         return out
     layers = {(d, p): layer for d, p, layer in ports}
-    devices = {d for d, _, _ in ports}
+    devices = {port[0] for port in ports}
     for entry in spec["entries"]:
         name, port = entry["name"], entry["port"]
         if port is None:

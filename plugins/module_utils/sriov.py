@@ -602,7 +602,7 @@ def execute(host: Host, plan: dict[str, Any], check_mode: bool) -> dict[str, Any
                 _ip_set(host, pf, want["index"], key, new)
             vf = {**vf, key: new}
         current[want["index"]] = vf
-        guid_changed = any(key in ("node_guid", "port_guid") for key, _, _ in changes)
+        guid_changed = any(change[0] in ("node_guid", "port_guid") for change in changes)
         if settings["rebind"] and guid_changed and vf.get("pci_address"):
             actions.append(f"{address}: vf {want['index']} rebind {vf['pci_address']} so the new GUIDs take effect")
             rebinds.append(vf)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: fabric_facts
-author: gpufabric developers
+author: gpufabric developers (!UNKNOWN)
 version_added: "0.2.0"
 short_description: Read a host's GPUs, NICs and RDMA devices from sysfs and procfs
 description:
@@ -24,10 +24,13 @@ options:
     default: /
 attributes:
   check_mode:
+    description: Can run in check mode and return the changed status it predicts without changing the target.
     support: full
   diff_mode:
+    description: Returns details on what has changed (or, in check mode, would change) in diff mode.
     support: none
   idempotent:
+    description: Run again with the same arguments, it changes nothing and reports C(changed=false).
     support: full
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: sriov_vfs
-author: gpufabric developers
+author: gpufabric developers (!UNKNOWN)
 version_added: "0.5.0"
 short_description: Set the SR-IOV virtual functions of a physical function and their addresses
 description:
@@ -111,10 +111,13 @@ options:
     default: 30
 attributes:
   check_mode:
+    description: Can run in check mode and return the changed status it predicts without changing the target.
     support: full
   diff_mode:
+    description: Returns details on what has changed (or, in check mode, would change) in diff mode.
     support: full
   idempotent:
+    description: Run again with the same arguments, it changes nothing and reports C(changed=false).
     support: full
 notes:
   - Needs C(ip) from iproute2 5.5 or later to read InfiniBand VF GUIDs.
@@ -271,7 +274,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    host = Host(root=params["sysfs_root"], runner=lambda argv: module.run_command(argv))
+    host = Host(root=params["sysfs_root"], runner=module.run_command)
     host.ip_command = module.get_bin_path("ip") or "ip"
     settings = {key: params[key] for key in ("num_vfs", "address_scheme", "trust", "spoofchk", "vlan", "rebind")}
     settings |= {"vfs": params["vfs"] or [], "timeout": params["timeout"]}

@@ -142,7 +142,7 @@ class MotoEc2:
                 {"DeviceIndex": card, "NetworkCardIndex": card, "SubnetId": subnet, "InterfaceType": "efa"}
                 for card in range(efa)
             ]
-            for _ in range(count):
+            for _index in range(count):
                 ids += self._run(region, request, 1)
         else:
             ids = self._run(region, request, count)

@@ -208,7 +208,7 @@ class FakeAzure:
         if kind == "virtualMachineScaleSets":
             return [self._scale_set_json(s) for s in self.scale_sets if in_group(s.resource_group)]
         if kind in ("networkInterfaces", "publicIPAddresses"):
-            vms = [(self._vm_id(vm), vm) for vm, _ in self._standalone() if in_group(vm.resource_group)]
+            vms = [(self._vm_id(vm), vm) for vm, _scale_set in self._standalone() if in_group(vm.resource_group)]
             if kind == "networkInterfaces":
                 return [self._nic_json(vm_id, vm) for vm_id, vm in vms]
             return [self._pip_json(vm_id, vm) for vm_id, vm in vms if vm.public_ip]
@@ -220,10 +220,10 @@ class FakeAzure:
         members = [(self._member_id(scale_set, i), i, vm) for i, vm in enumerate(scale_set.instances)]
         if kind == "virtualMachineScaleSets/virtualMachines":
             expand = query.get("$expand", "").lower() == "instanceview"
-            return [self._member_json(scale_set, i, vm, expand) for _, i, vm in members]
+            return [self._member_json(scale_set, i, vm, expand) for _member_id, i, vm in members]
         if kind == "virtualMachineScaleSets/networkInterfaces":
-            return [self._nic_json(member_id, vm) for member_id, _, vm in members]
-        return [self._pip_json(member_id, vm) for member_id, _, vm in members if vm.public_ip]
+            return [self._nic_json(member_id, vm) for member_id, _i, vm in members]
+        return [self._pip_json(member_id, vm) for member_id, _i, vm in members if vm.public_ip]
 
     def _page(self, path: str, query: dict[str, str], items: list[dict]) -> dict[str, Any]:
         start = int(query.get("$skiptoken", "0"))

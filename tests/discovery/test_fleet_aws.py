@@ -18,12 +18,12 @@ import time
 import pytest
 from botocore.retries import bucket, standard
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 from .fake_aws import ACCESS_KEY, ACCOUNT_ID, IMAGE_ID, SECRET_KEY, FailFirst, MotoEc2
 
-fleet_base = module_utils("fleet_base")
-fleet_aws = module_utils("fleet_aws")
+fleet_base = plugin_utils("fleet_base")
+fleet_aws = plugin_utils("fleet_aws")
 catalog = module_utils("fabric_catalog").load_catalog()
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
@@ -143,7 +143,7 @@ def test_lists_every_instance_of_every_region_in_one_call_each(fleet, listed):
 
 
 def test_gpu_instance_with_efa_in_a_placement_group(fleet, listed):
-    found, _ = listed
+    found, _source = listed
     p5 = found[fleet["p5"][0]]
     assert (p5.name, p5.instance_type, p5.state) == ("train-0", "p5.48xlarge", fleet_base.RUNNING)
     assert (p5.region, p5.zone, p5.placement) == ("us-east-1", "us-east-1a", "train-a")
@@ -158,14 +158,14 @@ def test_gpu_instance_with_efa_in_a_placement_group(fleet, listed):
 
 
 def test_plain_instance_has_its_id_as_name_no_placement_no_efa(fleet, listed):
-    found, _ = listed
+    found, _source = listed
     m5 = found[fleet["m5_east"][0]]
     assert (m5.name, m5.zone, m5.placement, m5.tags) == (m5.instance_id, "us-east-1b", None, {})
     assert m5.extra["efa_interfaces"] == 0
 
 
 def test_gpu_and_other_types_are_all_reported(fleet, listed):
-    found, _ = listed
+    found, _source = listed
     types = {instance.instance_type for instance in found.values()}
     assert types == {"p5.48xlarge", "p4d.24xlarge", "g5.xlarge", "m5.large"}
     assert {"aws/p5.48xlarge", "aws/p4d.24xlarge"} <= set(catalog.names())
@@ -174,7 +174,7 @@ def test_gpu_and_other_types_are_all_reported(fleet, listed):
 
 
 def test_stopped_and_terminated_instances_are_reported_with_their_state(fleet, listed):
-    found, _ = listed
+    found, _source = listed
     assert found[fleet["p5"][2]].state == fleet_base.STOPPED
     assert found[fleet["m5_eu"][1]].state == fleet_base.STOPPED
     assert found[fleet["m5_eu"][2]].state == fleet_base.OTHER  # terminated

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 from .fake_azure import FakeAzure, FakeScaleSet, FakeVM
 
@@ -25,8 +25,8 @@ pytest.importorskip("azure.mgmt.network")
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
-fleet_base = module_utils("fleet_base")
-fleet_azure = module_utils("fleet_azure")
+fleet_base = plugin_utils("fleet_base")
+fleet_azure = plugin_utils("fleet_azure")
 catalog = module_utils("fabric_catalog").load_catalog()
 
 SUBSCRIPTION = "00000000-1111-2222-3333-444444444444"

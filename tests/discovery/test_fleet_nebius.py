@@ -12,12 +12,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_nebius import GOOD_TOKEN, FakeNebius, gpu_cluster, instance
 
-fleet_base = module_utils("fleet_base")
-fleet_nebius = module_utils("fleet_nebius")
+fleet_base = plugin_utils("fleet_base")
+fleet_nebius = plugin_utils("fleet_nebius")
 
 EU, US = "project-e00training", "project-u00inference"  # one project per region, as Nebius lays them out
 

@@ -15,12 +15,12 @@ import time
 import pytest
 import requests
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_oci import FakeFleet, FakeOci
 
-fleet_base = module_utils("fleet_base")
-fleet_oci = module_utils("fleet_oci")
+fleet_base = plugin_utils("fleet_base")
+fleet_oci = plugin_utils("fleet_oci")
 
 COMPARTMENT = "ocid1.compartment.oc1..fakecompartment"
 OTHER_COMPARTMENT = "ocid1.compartment.oc1..othercompartment"
@@ -169,7 +169,7 @@ def test_pagination_over_thousands_of_instances_costs_calls_per_page(monkeypatch
     fleet = FakeFleet()
     network = fleet.add_cluster_network(region, COMPARTMENT)
     cluster = fleet.add_compute_cluster(region, COMPARTMENT, ASHBURN_AD1)
-    subnets = [fleet.ocid("subnet", region) for _ in range(3)]
+    subnets = [fleet.ocid("subnet", region) for _index in range(3)]
     ads = [f"Uocm:US-ASHBURN-AD-{n}" for n in (1, 2, 3)]
     for n in range(count):
         fleet.add_instance(

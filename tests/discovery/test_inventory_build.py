@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
-fleet_base = module_utils("fleet_base")
-fleet_inventory = module_utils("fleet_inventory")
+fleet_base = plugin_utils("fleet_base")
+fleet_inventory = plugin_utils("fleet_inventory")
 catalog = module_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
 # A tag an attacker could set: if Ansible ever templated it, the file would appear.
@@ -105,7 +105,9 @@ def test_classification_groups_and_addresses():
 
 def test_options_keep_non_gpu_stopped_and_public():
     instances = [instance(instance_id="i-3", name="web", instance_type="m5.large"), instance(state="stopped")]
-    inventory, _ = fleet_inventory.build(instances, catalog, public=True, include_non_gpu=True, include_stopped=True)
+    inventory, _warnings = fleet_inventory.build(
+        instances, catalog, public=True, include_non_gpu=True, include_stopped=True
+    )
     assert inventory["non_gpu"]["hosts"] == ["web"]
     assert inventory["_meta"]["hostvars"]["p5-a"]["ansible_host"] == "198.51.100.1"
 
@@ -118,7 +120,7 @@ def test_missing_public_address_falls_back_with_a_warning():
 
 def test_unsafe_names_become_safe_hostnames_and_group_names():
     evil = "{{ 7 * 7 }}; rm -rf /"
-    inventory, _ = fleet_inventory.build([instance(name=evil, placement=evil)], catalog)
+    inventory, _warnings = fleet_inventory.build([instance(name=evil, placement=evil)], catalog)
     (name,) = inventory["_meta"]["hostvars"]
     assert name == "i-0001"
     assert isinstance(inventory["_meta"]["hostvars"][name]["gpufabric_instance_name"], fleet_inventory.Unsafe)
@@ -129,12 +131,12 @@ def test_unsafe_names_become_safe_hostnames_and_group_names():
 
 
 def test_duplicate_names_stay_distinct():
-    inventory, _ = fleet_inventory.build([instance(), instance(instance_id="i-0002")], catalog)
+    inventory, _warnings = fleet_inventory.build([instance(), instance(instance_id="i-0002")], catalog)
     assert sorted(inventory["_meta"]["hostvars"]) == ["p5-a", "p5-a-i_0002"]
 
 
 def test_json_is_exactly_what_ansible_inventory_lists_for_the_yaml(tmp_path, static_fleet, ansible_env, gpufabric):
-    path, _ = static_fleet
+    path, _marker = static_fleet
     as_json = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "--format", "json")
     assert as_json.returncode == 0, as_json.stderr
     written = tmp_path / "fleet-inventory.yml"
@@ -146,7 +148,7 @@ def test_json_is_exactly_what_ansible_inventory_lists_for_the_yaml(tmp_path, sta
 
 
 def test_plugin_gives_the_same_hosts_groups_and_vars(tmp_path, static_fleet, ansible_env, gpufabric):
-    path, _ = static_fleet
+    path, _marker = static_fleet
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
         f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options:\n  path: {path.name}\n",
@@ -162,7 +164,7 @@ def test_plugin_gives_the_same_hosts_groups_and_vars(tmp_path, static_fleet, ans
 
 
 def test_plugin_keyed_groups_and_bad_source(tmp_path, static_fleet, ansible_env):
-    path, _ = static_fleet
+    path, _marker = static_fleet
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
         "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"
@@ -246,7 +248,7 @@ def test_cli_rejects_flags_of_another_source(gpufabric):
 
 
 def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_fleet, ansible_env):
-    path, _ = static_fleet
+    path, _marker = static_fleet
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
         "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"

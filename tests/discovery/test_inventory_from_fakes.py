@@ -47,7 +47,7 @@ from azure.core.credentials import AccessToken
 from google.auth.compute_engine import _metadata
 from google.auth.credentials import AnonymousCredentials
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 from .fake_azure import FakeAzure, FakeVM
 from .fake_gcp import FakeGcp, compact_policy
@@ -57,8 +57,8 @@ from .fake_nebius import instance as nebius_instance
 from .fake_oci import FakeFleet, FakeOci
 from .test_inventory_build import unwrap
 
-fleet_sources = module_utils("fleet_sources")
-fleet_inventory = module_utils("fleet_inventory")
+fleet_sources = plugin_utils("fleet_sources")
+fleet_inventory = plugin_utils("fleet_inventory")
 catalog = module_utils("fabric_catalog").load_catalog()
 
 BIN = Path(sys.executable).parent
@@ -501,7 +501,7 @@ def test_cli_and_plugin_with_default_credentials(cloud: str, subprocess_env: dic
     with SERVE[cloud]() as served:
         env, secrets = DEFAULT_CREDENTIALS[cloud](served, Path(subprocess_env["HOME"]))
         env = {**subprocess_env, **env}
-        built, _ = in_process(served)
+        built, _warnings = in_process(served)
         cli = run(
             env, str(BIN / "gpufabric"), "inventory", "build", "--source", cloud, *served.cli_args, "--format", "json"
         )

@@ -89,10 +89,10 @@ TAMPERS = {
 
 
 def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) -> None:
-    done, fleet, _ = demo
+    done, fleet, _output = demo
     assert done.returncode == 0, "the demo must leave a converged lab"
     tampered, untouched = fleet.hosts[0].name, fleet.hosts[1].name
-    for script, _, _ in TAMPERS.values():
+    for script, _role, _task in TAMPERS.values():
         _sh(fleet, tampered, script)
     options = fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check")
     result = fleet_drift.check(options, lambda line: None)
@@ -100,7 +100,9 @@ def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) ->
     assert result.hosts[untouched].state == "clean"
     assert result.hosts[tampered].state == "drifted"
     changes = [(change.role, change.task) for change in result.hosts[tampered].changes]
-    missed = [case for case, (_, role, task) in TAMPERS.items() if not any(r == role and task in t for r, t in changes)]
+    missed = [
+        case for case, (_script, role, task) in TAMPERS.items() if not any(r == role and task in t for r, t in changes)
+    ]
     assert missed == [], f"drift missed {missed}; it saw {changes}"
 
     outcome = fleet_drift.execute(
@@ -113,7 +115,7 @@ def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) ->
 
 
 def test_host_stopped_in_the_middle_of_apply(demo, tmp_path: Path) -> None:
-    done, fleet, _ = demo
+    done, fleet, _output = demo
     assert done.returncode == 0, "the demo must leave a converged lab"
     survivor, victim = fleet.hosts[0].name, fleet.hosts[1].name
     # Give apply real work on both hosts, so the victim is stopped while the play is busy.

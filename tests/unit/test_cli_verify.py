@@ -233,7 +233,7 @@ def test_a_broken_play_fails_the_tier_with_its_message(tmp_path, stand_in, runne
     options = verify.Options(
         inventory=str(inventory), collectives=["all_reduce"], nodes=2, tiers=["best"], output=tmp_path / "out"
     )
-    built, _ = verify.execute(options, lines.append, playbook=playbook)
+    built, _directory = verify.execute(options, lines.append, playbook=playbook)
     errors = built["tiers"]["best"]["errors"]
     assert "node-a: Break when the inventory says so: SIMULATED breakage on node-a" in errors
     assert errors[-1].startswith("the playbook's output: ")

@@ -359,12 +359,12 @@ def parse_exposition(text: str) -> dict[str, dict[str, Any]]:
     current = None
     for line in text.splitlines():
         if line.startswith("# HELP "):
-            name, _, help_text = line[7:].partition(" ")
+            name, _sep, help_text = line[7:].partition(" ")
             assert name not in metrics, f"{name} declared twice"
             metrics[name] = {"help": help_text, "type": None, "samples": []}
             current = name
         elif line.startswith("# TYPE "):
-            name, _, kind = line[7:].partition(" ")
+            name, _sep, kind = line[7:].partition(" ")
             assert name == current and kind == "gauge"
             metrics[name]["type"] = kind
         else:
@@ -390,9 +390,9 @@ def test_prometheus_textfile() -> None:
         (labels["host"], labels["state"]) for labels, value in metrics["gpufabric_drift_host_state"]["samples"] if value
     }
     assert ("gpu-dark-1", "unreachable") in states and len(states) == 5
-    ((_, stamp),) = metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"]
+    ((_labels, stamp),) = metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"]
     assert result.finished is not None and stamp == pytest.approx(result.finished.timestamp(), abs=0.001)
-    ((_, code),) = metrics["gpufabric_drift_exit_code"]["samples"]
+    ((_labels, code),) = metrics["gpufabric_drift_exit_code"]["samples"]
     assert code == 1
     assert all(metric["help"] for metric in metrics.values())
 
@@ -408,7 +408,7 @@ def test_prometheus_empty_run_has_all_states_at_zero() -> None:
 
     now = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
     metrics = parse_exposition(drift_report.to_prometheus(drift_report.summarize([]), now=now))
-    assert [value for _, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0]
+    assert [value for _labels, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0]
     assert metrics["gpufabric_drift_host_drifted"]["samples"] == []
     assert metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"] == [({}, now.timestamp())]
 

@@ -127,7 +127,7 @@ def test_bare_metal_profile_is_inferred_from_hardware(name, tmp_path):
 
 def test_a_profile_with_virtual_functions_is_never_inferred(tmp_path):
     # VFs for pods are a site's choice the hardware does not show: the same HCAs infer the plain profile.
-    inferred, _ = fabric_findings.infer_profile(facts_for("baremetal/hgx-h100-ib-ndr-sriov", tmp_path), catalog)
+    inferred, _reason = fabric_findings.infer_profile(facts_for("baremetal/hgx-h100-ib-ndr-sriov", tmp_path), catalog)
     assert inferred == "baremetal/hgx-h100-ib-ndr"
 
 

@@ -154,13 +154,13 @@ def test_missing_nvlstree_chunk_size_names_the_variable():
 
 def test_wrong_nvlstree_chunk_size_and_missing_checker_file_are_refused():
     env = catalog_plan()["env"]
-    errors, _ = tcpxo.guest_config_findings({**env, "NCCL_NVLSTREE_MAX_CHUNKSIZE": "262144"}, "p")
+    errors, _warnings = tcpxo.guest_config_findings({**env, "NCCL_NVLSTREE_MAX_CHUNKSIZE": "262144"}, "p")
     assert errors == [
         "the catalog env of p has NCCL_NVLSTREE_MAX_CHUNKSIZE=262144; Google's guest-config checker enforces "
         "131072 (with NCCL_NVLS_ENABLE=1)"
     ]
     del env["NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"]
-    errors, _ = tcpxo.guest_config_findings(env, "p")
+    errors, _warnings = tcpxo.guest_config_findings(env, "p")
     assert len(errors) == 1 and "lacks NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE" in errors[0]
 
 
@@ -174,13 +174,15 @@ def test_simple_profile_needs_its_own_proto_and_no_nvls():
         "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/tcpxo/lib64/a3plus_guest_config_simple.textproto",
     }
     assert tcpxo.guest_config_findings(simple, "p") == ([], [])
-    errors, _ = tcpxo.guest_config_findings({**simple, "NCCL_PROTO": "Simple,LL128", "NCCL_NVLS_ENABLE": "1"}, "p")
+    errors, _warnings = tcpxo.guest_config_findings(
+        {**simple, "NCCL_PROTO": "Simple,LL128", "NCCL_NVLS_ENABLE": "1"}, "p"
+    )
     assert errors == [
         "the catalog env of p has NCCL_PROTO=Simple,LL128; the simple guest config expects NCCL_PROTO=Simple",
         "the catalog env of p uses the simple guest config, which expects NCCL_NVLS_ENABLE=0",
     ]
     mixed = {**simple, "NCCL_TUNER_CONFIG_PATH": env["NCCL_TUNER_CONFIG_PATH"]}
-    errors, _ = tcpxo.guest_config_findings(mixed, "p")
+    errors, _warnings = tcpxo.guest_config_findings(mixed, "p")
     assert len(errors) == 1 and "mixes config variants" in errors[0]
 
 

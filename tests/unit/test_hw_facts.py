@@ -243,7 +243,7 @@ def test_garbage_everywhere_never_raises(ib_tree, seed):
         for name in files:
             path = Path(top) / name
             if not path.is_symlink() and chance.random() < 0.33:
-                path.write_bytes(bytes(chance.randrange(256) for _ in range(chance.randrange(12))))
+                path.write_bytes(bytes(chance.randrange(256) for _byte in range(chance.randrange(12))))
     facts = gather(ib_tree)
     assert set(facts) == KEYS
     assert facts["unreadable"]

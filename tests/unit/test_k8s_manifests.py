@@ -221,17 +221,17 @@ def test_infiniband_profile_one_pool_with_upstream_fields(builtin):
 
 
 def test_placeholder_range_is_flagged_in_the_file_and_readme(builtin):
-    _, files = build(builtin, fleet(builtin, LAB))
+    _result, files = build(builtin, fleet(builtin, LAB))
     assert "SITE-SPECIFIC" in files["10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml"]
     assert "SITE-SPECIFIC" in files["README.md"]
-    _, given = build(builtin, fleet(builtin, LAB), k8s.Options(ipam_range="10.50.0.0/16"))
+    _result, given = build(builtin, fleet(builtin, LAB), k8s.Options(ipam_range="10.50.0.0/16"))
     assert "SITE-SPECIFIC" not in given["10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml"]
     assert '"range": "10.50.0.0/16"' in given["10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml"]
 
 
 def test_options_reach_the_objects(builtin):
     options = k8s.Options(resource_prefix="example.org", namespace="training", ipam_range="10.9.0.0/16")
-    _, files = build(builtin, fleet(builtin, LAB), options)
+    _result, files = build(builtin, fleet(builtin, LAB), options)
     loaded = load_all(files)
     config = assert_device_plugin_config(loaded["00-sriovdp-config.yaml"][0])
     assert config["resourceList"][0]["resourcePrefix"] == "example.org"
@@ -241,7 +241,7 @@ def test_options_reach_the_objects(builtin):
 
 
 def test_readme_pod_snippet_parses_and_carries_k8s_env(builtin):
-    _, files = build(builtin, fleet(builtin, LAB))
+    _result, files = build(builtin, fleet(builtin, LAB))
     text = files["README.md"]
     for fragment in ("node-0", "node-1", "kubectl apply -f", "rdma system set netns exclusive", "rdma-cni"):
         assert fragment in text
@@ -264,7 +264,7 @@ def test_readme_pod_snippet_parses_and_carries_k8s_env(builtin):
 
 def test_named_pfs_give_one_resource_and_network_per_rail(tmp_path):
     catalog = catalog_with(tmp_path, {SRIOV_PROFILE: {"nics": {"gpu": {"interfaces": RAILS}}}})
-    _, files = build(catalog, fleet(catalog, LAB), k8s.Options(ipam_range="10.20.0.0/16"))
+    _result, files = build(catalog, fleet(catalog, LAB), k8s.Options(ipam_range="10.20.0.0/16"))
     loaded = load_all(files)
     config = assert_device_plugin_config(loaded["00-sriovdp-config.yaml"][0])
     assert [resource["resourceName"] for resource in config["resourceList"]] == [

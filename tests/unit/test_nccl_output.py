@@ -344,15 +344,17 @@ def test_random_truncations_and_corruptions_never_raise():
     generator = random.Random(8)
     for name in all_fixtures():
         data = fixture(name)
-        cuts = {0, 1, len(data) // 2, max(len(data) - 1, 0)} | {generator.randrange(len(data) + 1) for _ in range(25)}
+        cuts = {0, 1, len(data) // 2, max(len(data) - 1, 0)} | {
+            generator.randrange(len(data) + 1) for _cut in range(25)
+        }
         for cut in sorted(cuts):
             for sample in (data[:cut], data[cut:]):
                 for run in nccl.parse_runs(sample):
                     assert_shape(run)
                     assert run["complete"] or run["errors"]
-        for _ in range(10):
+        for _mutation in range(10):
             mutated = bytearray(data)
-            for _ in range(5):
+            for _byte in range(5):
                 if mutated:
                     mutated[generator.randrange(len(mutated))] = generator.randrange(256)
             for run in nccl.parse_runs(bytes(mutated)):

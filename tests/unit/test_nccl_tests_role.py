@@ -149,7 +149,7 @@ def test_double(tmp_path_factory):
 
 
 def test_test_double_tarball_is_named_so_and_its_checksum_file_matches(test_double):
-    _, tarball = test_double
+    _build, tarball = test_double
     assert tarball.name == "TEST-DOUBLE-nccl-tests-0.0.0-test.tar.gz"
     recorded = (tarball.parent / f"{tarball.name}.sha256").read_text(encoding="utf-8").split()[0]
     assert recorded == hashlib.sha256(tarball.read_bytes()).hexdigest()
@@ -158,7 +158,7 @@ def test_test_double_tarball_is_named_so_and_its_checksum_file_matches(test_doub
 
 @pytest.mark.parametrize(("wrong_at", "status"), [(None, "pass"), (2 * 1024**3, "fail")])
 def test_test_double_replays_are_judged_as_the_scenario_expects(test_double, wrong_at, status):
-    build, _ = test_double
+    build, _tarball = test_double
     (parsed,) = parser.parse_runs(build.replay(wrong_at))
     assert parsed["complete"] and parsed["nranks"] == 8 and parsed["errors"] == []
     assert parsed["rows"][-1]["size"] == 17179869184

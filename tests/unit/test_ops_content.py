@@ -70,7 +70,7 @@ def one(section: dict[str, list[str]], key: str) -> str:
 def constraints() -> dict[str, str]:
     pins = {}
     for line in (REPO / "constraints.txt").read_text().splitlines():
-        name, _, version = line.partition("==")
+        name, _sep, version = line.partition("==")
         pins[name.strip().lower().replace("_", "-")] = version.strip()
     return pins
 
@@ -190,7 +190,7 @@ def test_cronjob_wires_inventory_key_and_reports():
     assert set(mounts.values()) <= volumes.keys()
 
     def volume_at(path: str) -> dict:
-        directory, _, filename = path.rpartition("/")
+        directory, _sep, filename = path.rpartition("/")
         assert directory in mounts, f"{path}: no volume mounted at {directory}"
         return volumes[mounts[directory]] | {"file": filename}
 

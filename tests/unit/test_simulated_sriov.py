@@ -141,7 +141,7 @@ def test_rebind_makes_the_admin_guid_take_effect(tree):
 def test_ip_prints_iproute2_json(tree):
     host = SimulatedSriovHost(tree)
     host.write(NUMVFS, "2")
-    rc, out, _ = host.run(["ip", "-j", "-d", "link", "show", "dev", "ibp23s0"])
+    rc, out, _err = host.run(["ip", "-j", "-d", "link", "show", "dev", "ibp23s0"])
     assert rc == 0
     (link,) = json.loads(out)
     assert link["ifname"] == "ibp23s0"
@@ -161,7 +161,7 @@ def test_ip_sets_and_refuses_like_the_kernel(tmp_path):
     ok = host.run(["ip", "link", "set", "dev", "enp23s0np0", "vf", "1", "mac", "02:00:00:00:00:09", "vlan", "5"])
     assert ok == (0, "", "")
     assert host.run(["ip", "link", "set", "dev", "enp23s0np0", "vf", "1", "trust", "on"])[0] == 0
-    _, out, _ = host.run(["ip", "-j", "link", "show", "enp23s0np0"])
+    _rc, out, _err = host.run(["ip", "-j", "link", "show", "enp23s0np0"])
     vf = json.loads(out)[0]["vfinfo_list"][1]
     assert (vf["address"], vf["vlan_list"], vf["trust"]) == ("02:00:00:00:00:09", [{"vlan": 5}], True)
     assert host.run(["ip", "link", "set", "dev", "enp23s0np0", "vf", "2", "trust", "on"])[0] == 2

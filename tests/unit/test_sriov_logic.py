@@ -164,7 +164,7 @@ def test_explicit_guids_in_both_formats_and_no_rebind(ib):
         ("02:00:00:00:00:00:00:aa", "02:00:00:00:00:00:00:aa"),
         ("02:00:00:00:00:00:00:bb", "02:00:00:00:00:00:01:bb"),
     ]
-    assert not [path for path, _ in ib.writes if "/drivers/" in path]
+    assert not [path for path, _value in ib.writes if "/drivers/" in path]
     assert vf_rdma_guid(ib, "0000:17:00.1") == "0000:0000:0000:0000"  # set, not yet in effect
 
 
@@ -196,7 +196,7 @@ def test_ethernet_mac_trust_spoofchk_vlan(eth):
     assert (after[0]["trust"], after[0]["spoofchk"], after[0]["vlan"]) == (True, True, 100)
     assert (after[1]["mac"], after[1]["trust"], after[1]["vlan"]) == ("02:aa:00:00:00:01", False, 0)
     assert f"{ETH_PF}: vf 0 vlan 100 (was 0)" in result["actions"]
-    assert not [path for path, _ in eth.writes if "/drivers/" in path]  # no rebind on Ethernet
+    assert not [path for path, _value in eth.writes if "/drivers/" in path]  # no rebind on Ethernet
     ip_sets = [argv[5:] for argv in eth.commands if argv[1:3] == ["link", "set"]]
     assert ["vf", "0", "trust", "on"] in ip_sets
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
     PENDING,
     RUNNING,
     Instance,

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import RUNNING, DiscoveryError, Instance
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import RUNNING, DiscoveryError, Instance
 
 HOST_KEYS = {
     "name": True,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
     OTHER,
     PENDING,
     RUNNING,

@@ -7,9 +7,9 @@ import importlib
 import inspect
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import DiscoveryError, Source
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError, Source
 
-PACKAGE = "ansible_collections.gpufabric.cluster.plugins.module_utils"
+PACKAGE = "ansible_collections.gpufabric.cluster.plugins.plugin_utils"
 SOURCES = {
     "aws": ("fleet_aws", "AwsSource"),
     "gcp": ("fleet_gcp", "GcpSource"),

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
     OTHER,
     PENDING,
     RUNNING,
@@ -127,7 +127,7 @@ class AwsSource:
     def client(self, region: str) -> Any:
         """The EC2 client for ``region`` (made once): tests and benchmarks hook its events."""
         if region not in self._clients:
-            _, config_class = load_sdk()
+            _boto3, config_class = load_sdk()
             config = config_class(
                 # total_max_attempts counts the first attempt; botocore's max_attempts does not.
                 retries={"mode": self.retry_mode, "total_max_attempts": self.max_attempts},
@@ -145,7 +145,7 @@ class AwsSource:
 
     def _boto_session(self) -> Any:
         if self._session is None:
-            boto3, _ = load_sdk()
+            boto3, _config_class = load_sdk()
             with self._errors(None, None):
                 self._session = boto3.session.Session(profile_name=self.profile, **self._credentials)
         return self._session

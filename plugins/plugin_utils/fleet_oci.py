@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
     OTHER,
     PENDING,
     RUNNING,

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fleet_base import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
     OTHER,
     PENDING,
     RUNNING,
@@ -148,7 +148,7 @@ class GcpSource:
         """Whether an aggregated list scope (``zones/Z`` or ``regions/R``) holds a requested zone."""
         if self.zones is None:
             return True
-        kind, _, name = scope.partition("/")
+        kind, _sep, name = scope.partition("/")
         if kind == "regions":
             return any(zone.rsplit("-", 1)[0] == name for zone in self.zones)
         return name in self.zones
@@ -312,7 +312,7 @@ def _explain(exc: Exception, sdk: _Sdk, where: str, permission: str, endpoint: s
 def _api_message(exc: Any) -> str:
     """The server's message without the ``GET <url>:`` prefix the REST transport adds."""
     message = str(getattr(exc, "message", "") or exc)
-    method, _, rest = message.partition(" ")
+    method, _sep, rest = message.partition(" ")
     if method in {"GET", "POST"} and ": " in rest:
         return rest.split(": ", 1)[1]
     return message
