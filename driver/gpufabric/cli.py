@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from gpufabric import __version__, discovery, k8s
+from gpufabric import __version__, discovery, k8s, output_file
 from gpufabric import ansible_settings as playbook_settings
 from gpufabric import apply as fabric_apply
 from gpufabric import bake as fleet_bake
@@ -196,6 +196,8 @@ def inventory_build(
     }
     if output_format not in ("yaml", "json"):
         raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
+    if output is not None:
+        output_file.check_file(output, "-o")  # before the cloud's API is asked anything
     inventory, warnings = discovery.build(source, given, catalog, public, include_non_gpu, include_stopped)
     text = discovery.render(inventory, output_format)
     for warning in warnings:
@@ -204,7 +206,7 @@ def inventory_build(
     if output is None:
         sys.stdout.write(text)
     else:
-        discovery.write_atomically(output, text)
+        output_file.write_atomically(output, text, option="-o")
     where = f" written to {output}" if output else ""
     stderr.print(f"{hosts} hosts from {source}{where}", highlight=False, markup=False)
 
@@ -254,6 +256,7 @@ def k8s_manifests(
         ipam_range=ipam_range,
         storage_ipam_range=storage_ipam_range,
     )
+    k8s.check_output(output, force)  # before the inventory is read
     networks, files = k8s.generate(inventory, tier, catalog, options)
     for path in k8s.write_tree(output, files, force):
         stdout.print(f"wrote {path}", markup=False, highlight=False)
@@ -342,6 +345,8 @@ def verify(
     or a tier could not run, 2 on a usage error.
     """
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
+    if output is not None:
+        output_file.check_directory(output, "-o")
     options = nccl_verify.Options(
         inventory=inventory,
         collectives=nccl_verify.parse_collectives(collective),
@@ -513,6 +518,9 @@ def drift_command(
     )
     try:
         with _run_display() as (progress, watch):
+        for option, path in (("--json", json_path), ("--junit", junit_path), ("--prom", prom_path)):
+            if path is not None:
+                output_file.check_file(path, option)  # at once, not after the run
             outcome = fabric_drift.execute(options, progress, stdout, watch=watch)
     except UserError as exc:
         # Exit 2 means "drifted" here, and schedulers treat it as a result: bad input must read as an error.

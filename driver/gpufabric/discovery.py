@@ -9,8 +9,6 @@ discovery leaves no partial file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,17 +67,3 @@ def render(inventory: dict[str, Any], output_format: str) -> str:
     if output_format == "yaml":
         return str(fleet_inventory.to_yaml(inventory))
     raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write through a temporary file in the same directory, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -20,9 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from gpufabric.errors import UserError
 
 REPORT_VERSION = 1
 # Worst first: a host's state, and the order of every per-state listing.
+from gpufabric.output_file import write_atomically as write_atomically  # the reports' writer
 STATES = ("unreachable", "failed", "drifted", "clean")
 STATE_STYLE = {"clean": "green", "drifted": "yellow", "failed": "bold red", "unreachable": "bold red"}
 EXIT_CLEAN, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
@@ -695,35 +694,6 @@ def to_prometheus(result: DriftResult, *, now: datetime | None = None) -> str:
         [({}, round(finished.timestamp(), 3))],
     )
     return "\n".join(lines) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write text to path through a temporary file in the same directory and a rename.
-
-    node_exporter reads the textfile directory at any moment: it must see the old file or the new
-    one, never half of one. The rename is atomic only within one file system, hence the same directory.
-    """
-    directory = path.parent
-    try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(
-            f"cannot write {path}: {exc.strerror or exc} (the directory {directory} must exist and be writable)"
-        ) from exc
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file 0600; node_exporter often runs as another user.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import yaml
 from gpufabric import catalog as fabric_catalog
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan
+from gpufabric import output_file
 
 MELLANOX_VENDOR = "15b3"
 # Virtual function device id per ConnectX physical function id (Linux drivers/net/ethernet/mellanox/mlx5/core/main.c,
@@ -546,12 +547,11 @@ def _cni_types(result: list[ProfileNetwork], options: Options) -> set[str]:
 
 
 def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path]:
-    """Write every file into a staging directory, then move it into place: no half-written DIR on error."""
-    if directory.exists() and not directory.is_dir():
-        raise UserError(f"-o {directory}: exists and is not a directory")
+    """Write every file and the marker into a staging directory, then move it into place: no
+    half-written DIR on error. check_output says which DIR is accepted."""
+    check_output(directory, force)
     occupied = directory.is_dir() and any(directory.iterdir())
-    if occupied and not force:
-        raise UserError(f"-o {directory}: directory is not empty; pass --force to replace its contents")
+    files = {**files, MARKER: MARKER_HEADER + "".join(f"{name}\n" for name in sorted(files))}
     parent = directory.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -581,7 +581,11 @@ def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return [directory / name for name in files]
+    return [directory / name for name in files if name != MARKER]
+
+
+def _stderr_warning(text: str) -> None:
+    sys.stderr.write(f"warning: {text}\n")
 
 
 def generate(
@@ -593,3 +597,47 @@ def generate(
     catalog = fabric_catalog.load(catalog_files)
     result = networks(plan, catalog, tier, options, inventory)
     return result, manifests(result, options, inventory)
+# The list of the files gpufabric wrote in -o DIR (kubectl apply -f DIR skips it: no .yaml/.json).
+MARKER = ".gpufabric-manifests"
+MARKER_HEADER = "# Files `gpufabric k8s manifests` wrote here; --force replaces these and nothing else.\n"
+
+
+def _written_here(directory: Path) -> set[str]:
+    """The names DIR's marker lists (with the marker itself): what an earlier run wrote there."""
+    marker = directory / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return set()
+    try:
+        lines = marker.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    names = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    return {name for name in names if "/" not in name and name not in (".", "..")} | {MARKER}
+
+
+def check_output(directory: Path, force: bool) -> None:
+    """-o DIR, before any work: a directory gpufabric can create or replace (not a file, a link, or
+    under a file). A non-empty one is replaced only with --force, and only when every entry in it is
+    a file an earlier run wrote (its marker lists it): an unrelated file is never removed."""
+    output_file.check_directory(directory, "-o", replaced=True)
+    if not directory.is_dir():
+        return
+    present = sorted(path.name for path in directory.iterdir())
+    if not present:
+        return
+    ours = _written_here(directory)
+    foreign = [
+        name
+        for name in present
+        if name not in ours or (directory / name).is_symlink() or not (directory / name).is_file()
+    ]
+    if foreign:
+        raise UserError(
+            f"-o {directory}: directory is not empty and holds {foreign[0]}, which gpufabric did not write "
+            f"(its {MARKER} does not list it); --force replaces only files gpufabric wrote: remove it yourself "
+            "or give another directory"
+        )
+    if not force:
+        raise UserError(f"-o {directory}: directory is not empty; pass --force to replace its contents")
+
+

@@ -10,13 +10,13 @@ import json
 import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpufabric import output_file
 from gpufabric.errors import UserError
 
 DEFAULT_NAME = "gpufabric-lab"
@@ -247,13 +247,5 @@ def from_json(text: str, directory: Path, source: str) -> Lab:
 
 
 def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """A lab file (gpufabric's own state): its directory is made when missing."""
+    output_file.write_atomically(path, text, mode=mode, make_parents=True)

@@ -17,7 +17,7 @@ def test_manifests_for_the_lab_fleet(gpufabric, tmp_path):
     out = tmp_path / "manifests"
     result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--storage-interface", "eth1")
     assert result.returncode == 0, result.stderr
-    names = sorted(path.name for path in out.iterdir())
+    names = sorted(path.name for path in out.iterdir() if path.name != ".gpufabric-manifests")
     assert names == [
         "00-sriovdp-config.yaml",
         "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
@@ -36,15 +36,19 @@ def test_manifests_for_the_lab_fleet(gpufabric, tmp_path):
     assert "hgx-sriov-0" in readme and "hgx-sriov-1" in readme
 
 
-def test_non_empty_directory_needs_force(gpufabric, tmp_path):
+def test_non_empty_directory_needs_force_and_keeps_unrelated_files(gpufabric, tmp_path):
     out = tmp_path / "manifests"
     out.mkdir()
     (out / "stale.yaml").write_text("stale: true\n")
+    for force in ([], ["--force"]):  # a file gpufabric did not write is never removed
+        result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), *force)
+        assert_clean_error(result, "not empty", "stale.yaml", "gpufabric did not write", "--force")
+        assert [path.name for path in out.iterdir()] == ["stale.yaml"]
+    (out / "stale.yaml").unlink()
+    assert gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out)).returncode == 0
     assert_clean_error(gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out)), "not empty", "--force")
-    assert [path.name for path in out.iterdir()] == ["stale.yaml"]
     result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--force", "--ipam-range", "10.40.0.0/16")
     assert result.returncode == 0, result.stderr
-    assert not (out / "stale.yaml").exists()
     assert "placeholders" not in result.stderr
     assert "10.40.0.0/16" in (out / "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml").read_text()
 

@@ -380,17 +380,23 @@ def test_unknown_pf_id_is_refused(tmp_path):
 # --- writing -----------------------------------------------------------------------------------------------------
 
 
-def test_write_tree_creates_and_refuses_non_empty(tmp_path):
+def listing(directory):
+    return sorted(path.name for path in directory.iterdir())
+
+
+def test_write_tree_creates_marks_and_refuses_non_empty(tmp_path):
     target = tmp_path / "out"
     written = k8s.write_tree(target, {"a.yaml": "a: 1\n", "README.md": "x\n"}, force=False)
-    assert sorted(path.name for path in written) == ["README.md", "a.yaml"]
+    assert sorted(path.name for path in written) == ["README.md", "a.yaml"], "the marker is not reported"
     assert (target / "a.yaml").read_text() == "a: 1\n"
+    marker = (target / k8s.MARKER).read_text()
+    assert marker.splitlines()[1:] == ["README.md", "a.yaml"] and marker.startswith("# ")
     with pytest.raises(UserError, match="not empty; pass --force"):
         k8s.write_tree(target, {"b.yaml": "b: 1\n"}, force=False)
-    assert sorted(path.name for path in target.iterdir()) == ["README.md", "a.yaml"]
+    assert listing(target) == [k8s.MARKER, "README.md", "a.yaml"]
     k8s.write_tree(target, {"b.yaml": "b: 1\n"}, force=True)
-    assert sorted(path.name for path in target.iterdir()) == ["b.yaml"]
-    assert [path.name for path in tmp_path.iterdir()] == ["out"]  # no staging or old directories left
+    assert listing(target) == [k8s.MARKER, "b.yaml"], "--force replaced what gpufabric wrote"
+    assert listing(tmp_path) == ["out"]  # no staging or old directories left
 
 
 def test_write_tree_into_an_empty_directory(tmp_path):
@@ -400,10 +406,38 @@ def test_write_tree_into_an_empty_directory(tmp_path):
     assert (target / "a.yaml").exists()
 
 
-def test_write_tree_failure_leaves_nothing_half_written(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "intruder",
+    [
+        lambda d: (d / "mine.yaml").write_text("mine\n"),  # a file of the operator's
+        lambda d: (d / "sub").mkdir(),  # a directory
+        lambda d: (d / "a.yaml").unlink() or (d / "a.yaml").symlink_to("/etc/hostname"),  # a listed name, now a link
+        lambda d: (d / ".env").write_text("TOKEN=x\n"),  # a hidden file
+    ],
+    ids=["file", "directory", "listed-name-now-a-link", "hidden-file"],
+)
+def test_force_never_removes_what_gpufabric_did_not_write(tmp_path, intruder):
+    target = tmp_path / "out"
+    k8s.write_tree(target, {"a.yaml": "a: 1\n"}, force=False)
+    intruder(target)
+    before = {path.name: (path.is_symlink(), path.is_file()) for path in target.iterdir()}
+    with pytest.raises(UserError, match=r"which gpufabric did not write .*--force replaces only files gpufabric wrote"):
+        k8s.write_tree(target, {"b.yaml": "b: 1\n"}, force=True)
+    assert {path.name: (path.is_symlink(), path.is_file()) for path in target.iterdir()} == before
+
+
+def test_a_directory_without_marker_is_never_replaced(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
-    (target / "keep.yaml").write_text("old\n")
+    (target / "00-sriovdp-config.yaml").write_text("hand-made\n")
+    with pytest.raises(UserError, match=r"holds 00-sriovdp-config.yaml, which gpufabric did not write"):
+        k8s.write_tree(target, {"00-sriovdp-config.yaml": "new\n"}, force=True)
+    assert (target / "00-sriovdp-config.yaml").read_text() == "hand-made\n"
+
+
+def test_write_tree_failure_leaves_nothing_half_written(tmp_path, monkeypatch):
+    target = tmp_path / "out"
+    k8s.write_tree(target, {"keep.yaml": "old\n"}, force=False)
     real = Path.write_text
     calls = []
 
@@ -417,13 +451,29 @@ def test_write_tree_failure_leaves_nothing_half_written(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="nothing was changed"):
         k8s.write_tree(target, {"a.yaml": "a\n", "b.yaml": "b\n"}, force=True)
     monkeypatch.undo()
-    assert [path.name for path in target.iterdir()] == ["keep.yaml"]
+    assert listing(target) == [k8s.MARKER, "keep.yaml"]
     assert (target / "keep.yaml").read_text() == "old\n"
-    assert [path.name for path in tmp_path.iterdir()] == ["out"]
+    assert listing(tmp_path) == ["out"]
 
 
-def test_write_tree_refuses_a_file(tmp_path):
-    target = tmp_path / "file"
-    target.write_text("x")
-    with pytest.raises(UserError, match="not a directory"):
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda tmp: (tmp / "out").write_text("x"), "not a directory"),
+        (lambda tmp: (tmp / "real").mkdir() or (tmp / "out").symlink_to(tmp / "real"), "is a symbolic link"),
+        (lambda tmp: (tmp / "file").write_text("x"), "is a file, not a directory"),
+    ],
+    ids=["file", "symlink", "under-a-file"],
+)
+def test_write_tree_refuses_what_is_not_a_directory(tmp_path, make, fragment):
+    make(tmp_path)
+    target = tmp_path / "file" / "out" if fragment.startswith("is a file") else tmp_path / "out"
+    before = listing(tmp_path)
+    with pytest.raises(UserError, match=fragment):
         k8s.write_tree(target, {"a.yaml": "a\n"}, force=True)
+    assert listing(tmp_path) == before
+
+
+def test_write_tree_refuses_a_place_that_takes_no_directory():
+    with pytest.raises(UserError, match=r"-o /proc/gpufabric-out: cannot create a directory in /proc"):
+        k8s.write_tree(Path("/proc/gpufabric-out"), {"a.yaml": "a\n"}, force=False)
