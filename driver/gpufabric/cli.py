@@ -517,10 +517,10 @@ def drift_command(
         diffs=diffs,
     )
     try:
-        with _run_display() as (progress, watch):
         for option, path in (("--json", json_path), ("--junit", junit_path), ("--prom", prom_path)):
             if path is not None:
                 output_file.check_file(path, option)  # at once, not after the run
+        with _run_display() as (progress, watch):
             outcome = fabric_drift.execute(options, progress, stdout, watch=watch)
     except UserError as exc:
         # Exit 2 means "drifted" here, and schedulers treat it as a result: bad input must read as an error.

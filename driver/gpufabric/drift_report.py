@@ -34,10 +34,10 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric.errors import UserError
+from gpufabric.output_file import write_atomically as write_atomically  # the reports' writer
 
 REPORT_VERSION = 1
 # Worst first: a host's state, and the order of every per-state listing.
-from gpufabric.output_file import write_atomically as write_atomically  # the reports' writer
 STATES = ("unreachable", "failed", "drifted", "clean")
 STATE_STYLE = {"clean": "green", "drifted": "yellow", "failed": "bold red", "unreachable": "bold red"}
 EXIT_CLEAN, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2

@@ -31,9 +31,9 @@ from typing import Any
 import yaml
 
 from gpufabric import catalog as fabric_catalog
+from gpufabric import output_file
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan
-from gpufabric import output_file
 
 MELLANOX_VENDOR = "15b3"
 # Virtual function device id per ConnectX physical function id (Linux drivers/net/ethernet/mellanox/mlx5/core/main.c,
@@ -546,57 +546,6 @@ def _cni_types(result: list[ProfileNetwork], options: Options) -> set[str]:
 # --- writing -------------------------------------------------------------------------------------------------
 
 
-def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path]:
-    """Write every file and the marker into a staging directory, then move it into place: no
-    half-written DIR on error. check_output says which DIR is accepted."""
-    check_output(directory, force)
-    occupied = directory.is_dir() and any(directory.iterdir())
-    files = {**files, MARKER: MARKER_HEADER + "".join(f"{name}\n" for name in sorted(files))}
-    parent = directory.absolute().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}.new-"))
-    except OSError as exc:
-        raise UserError(f"-o {directory}: cannot create it ({exc.strerror or exc})") from None
-    try:
-        for name, text in files.items():
-            path = staging / name
-            path.write_text(text, encoding="utf-8")
-            path.chmod(0o644)
-        staging.chmod(0o755)
-        if occupied:
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}.old-"))
-            os.replace(directory, old)  # rename(2) onto the empty directory just made
-            try:
-                os.replace(staging, directory)
-            except OSError:
-                os.replace(old, directory)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, directory)  # an absent or empty DIR is replaced in one rename
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"-o {directory}: cannot write it ({exc.strerror or exc}); nothing was changed") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return [directory / name for name in files if name != MARKER]
-
-
-def _stderr_warning(text: str) -> None:
-    sys.stderr.write(f"warning: {text}\n")
-
-
-def generate(
-    inventory: str, tier: str | None, catalog_files: list[Path] | None, options: Options
-) -> tuple[list[ProfileNetwork], dict[str, str]]:
-    """Plan the fleet and build every file (nothing written yet)."""
-    check_options(options)
-    plan = fleet_plan(inventory, tier, catalog_files)
-    catalog = fabric_catalog.load(catalog_files)
-    result = networks(plan, catalog, tier, options, inventory)
-    return result, manifests(result, options, inventory)
 # The list of the files gpufabric wrote in -o DIR (kubectl apply -f DIR skips it: no .yaml/.json).
 MARKER = ".gpufabric-manifests"
 MARKER_HEADER = "# Files `gpufabric k8s manifests` wrote here; --force replaces these and nothing else.\n"
@@ -641,3 +590,50 @@ def check_output(directory: Path, force: bool) -> None:
         raise UserError(f"-o {directory}: directory is not empty; pass --force to replace its contents")
 
 
+def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path]:
+    """Write every file and the marker into a staging directory, then move it into place: no
+    half-written DIR on error. check_output says which DIR is accepted."""
+    check_output(directory, force)
+    occupied = directory.is_dir() and any(directory.iterdir())
+    files = {**files, MARKER: MARKER_HEADER + "".join(f"{name}\n" for name in sorted(files))}
+    parent = directory.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}.new-"))
+    except OSError as exc:
+        raise UserError(f"-o {directory}: cannot create it ({exc.strerror or exc})") from None
+    try:
+        for name, text in files.items():
+            path = staging / name
+            path.write_text(text, encoding="utf-8")
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        if occupied:
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{directory.name}.old-"))
+            os.replace(directory, old)  # rename(2) onto the empty directory just made
+            try:
+                os.replace(staging, directory)
+            except OSError:
+                os.replace(old, directory)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, directory)  # an absent or empty DIR is replaced in one rename
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"-o {directory}: cannot write it ({exc.strerror or exc}); nothing was changed") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [directory / name for name in files if name != MARKER]
+
+
+def generate(
+    inventory: str, tier: str | None, catalog_files: list[Path] | None, options: Options
+) -> tuple[list[ProfileNetwork], dict[str, str]]:
+    """Plan the fleet and build every file (nothing written yet)."""
+    check_options(options)
+    plan = fleet_plan(inventory, tier, catalog_files)
+    catalog = fabric_catalog.load(catalog_files)
+    result = networks(plan, catalog, tier, options, inventory)
+    return result, manifests(result, options, inventory)
