@@ -12,8 +12,7 @@ description:
     the catalog environment names and C(errors), one message per bad input.
   - The same file provides C(gcp_gpudirect_rdma_nic_findings) (RDMA NIC checks on the gpufabric_hardware
     facts), C(gcp_gpudirect_rdma_script_exports) and C(gcp_gpudirect_rdma_env_differences) (Google's
-    set_nccl_env.sh against the catalog environment), C(gcp_gpudirect_rdma_blocking) and
-    C(gcp_gpudirect_rdma_key_format_error).
+    set_nccl_env.sh against the catalog environment) and C(gcp_gpudirect_rdma_blocking).
 positional: catalog, settings
 options:
   _input:
@@ -75,10 +74,6 @@ def gcp_gpudirect_rdma_blocking(findings, fail_on):
     return gib.blocking(list(findings), str(fail_on))
 
 
-def gcp_gpudirect_rdma_key_format_error(keyring, armored, source):
-    return gib.key_format_error(str(keyring), bool(armored), str(source)) or ""
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -87,5 +82,4 @@ class FilterModule:
             "gcp_gpudirect_rdma_script_exports": gcp_gpudirect_rdma_script_exports,
             "gcp_gpudirect_rdma_env_differences": gcp_gpudirect_rdma_env_differences,
             "gcp_gpudirect_rdma_blocking": gcp_gpudirect_rdma_blocking,
-            "gcp_gpudirect_rdma_key_format_error": gcp_gpudirect_rdma_key_format_error,
         }

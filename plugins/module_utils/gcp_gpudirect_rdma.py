@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+
 FABRIC = "gpudirect_rdma"
 # Profiles of the built-in catalog with this fabric (named in error messages only).
 BUILTIN_PROFILES = ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g")
@@ -70,15 +72,6 @@ def keyring_error(variable: str, path: str) -> str | None:
     return None
 
 
-def key_format_error(keyring: str, armored: bool, source: str) -> str | None:
-    """A keyring whose content does not match its extension is ignored by apt: say which to use."""
-    if keyring.endswith(".asc") and not armored:
-        return f"the key from {source} is binary, but {keyring} ends in .asc; name the keyring *.gpg"
-    if keyring.endswith(".gpg") and armored:
-        return f"the key from {source} is ASCII-armored, but {keyring} ends in .gpg; name the keyring *.asc"
-    return None
-
-
 def _repo(settings: dict[str, Any], prefix: str, name: str, errors: list[str]) -> dict[str, Any]:
     """One repository's coordinates from the role settings; errors name the role variable."""
     var = f"gcp_gpudirect_rdma_{prefix}"
@@ -102,6 +95,7 @@ def _repo(settings: dict[str, Any], prefix: str, name: str, errors: list[str]) -
     error = keyring_error(f"{var}keyring", keyring)
     if error:
         errors.append(error)
+    errors.extend(pin_errors(f"{var}key_fingerprints", settings.get(f"{prefix}key_fingerprints")))
     return {
         "name": name,
         "url": url,
@@ -110,6 +104,8 @@ def _repo(settings: dict[str, Any], prefix: str, name: str, errors: list[str]) -
         "key_url": key_url,
         "key_src": key_src,
         "key_checksum": f"sha256:{checksum}" if checksum else "",
+        "key_fingerprints": list(settings.get(f"{prefix}key_fingerprints") or []),
+        "key_variable": f"{var}key_fingerprints",
         "keyring": keyring,
     }
 

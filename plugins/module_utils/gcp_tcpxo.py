@@ -24,6 +24,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     TAG,
     image_reference,
 )
+from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 
 FABRIC = "tcpxo"
 # A registry path as the OCI distribution spec allows it (lowercase, no scheme; the image name: container_image).
@@ -67,7 +68,7 @@ PROTO = {"default": "Simple,LL128", "simple": "Simple"}
 
 
 def _check_key(prefix: str, settings: dict[str, Any], errors: list[str]) -> None:
-    """A repository key: a file on the controller, or a URL fetched with its sha256; a keyring apt can read."""
+    """A repository key: a file on the controller or a URL, pinned by fingerprint; a keyring apt can read."""
     key_src = str(settings.get(f"{prefix}_key_src", ""))
     key_url = str(settings.get(f"{prefix}_key_url", ""))
     checksum = str(settings.get(f"{prefix}_key_checksum", ""))
@@ -77,6 +78,8 @@ def _check_key(prefix: str, settings: dict[str, Any], errors: list[str]) -> None
             f"gcp_tcpxo_{prefix}_keyring {keyring!r} is not accepted; accepted: an absolute path ending in .asc "
             "(armored key) or .gpg (binary key), e.g. under /etc/apt/keyrings"
         )
+    # A mirror's key from the controller is pinned too: the fingerprint is what makes any key trusted.
+    errors.extend(pin_errors(f"gcp_tcpxo_{prefix}_key_fingerprints", settings.get(f"{prefix}_key_fingerprints")))
     if key_src:
         return
     if not key_url.startswith(("https://", "file:///")):
@@ -84,12 +87,10 @@ def _check_key(prefix: str, settings: dict[str, Any], errors: list[str]) -> None
             f"gcp_tcpxo_{prefix}_key_url {key_url!r} is not accepted; accepted: an https:// URL or a file:/// path "
             "on the host"
         )
-    if not DIGEST.match(checksum):
+    if checksum and not DIGEST.match(checksum):
         errors.append(
-            f"gcp_tcpxo_{prefix}_key_checksum {checksum!r} is not accepted; accepted: sha256: and 64 hex digits of "
-            f"{key_url} as you verified it (`curl -fsSL {key_url} | sha256sum` on a trusted machine, after "
-            f"comparing the key's fingerprint with Google's), or set gcp_tcpxo_{prefix}_key_src to a key file on "
-            "the controller"
+            f"gcp_tcpxo_{prefix}_key_checksum {checksum!r} is not accepted; accepted: empty (the fingerprints "
+            f"decide), or sha256: and 64 hex digits of {key_url} as you verified it"
         )
 
 

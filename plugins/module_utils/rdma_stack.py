@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+
 FLAVORS = ("inbox", "doca")
 FABRICS = ("infiniband", "roce", "gpudirect_rdma", "efa", "tcpx", "tcpxo", "none")
 OS_FAMILIES = ("Debian", "RedHat")
@@ -141,6 +143,7 @@ def plan(facts: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
             )
         if key_url and not key_url.startswith("https://") and not key_src:
             errors.append(f"rdma_stack_doca_key_url {key_url!r} is not accepted; accepted: an https:// URL")
+        errors.extend(pin_errors("rdma_stack_doca_key_fingerprints", settings.get("doca_key_fingerprints")))
         url = settings.get("doca_repo_url") or ""
         if not url and os_family in OS_FAMILIES:
             try:
@@ -166,6 +169,7 @@ def plan(facts: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
             "components": list(settings.get("doca_components") or []),
             "key_src": key_src,
             "key_url": key_url,
+            "key_fingerprints": list(settings.get("doca_key_fingerprints") or []),
             "keyring": keyring_path(key_src, key_url, KEYRING_DIRS.get(os_family, "/etc/apt/keyrings")),
         }
     result["pending"] = pending(result["packages"], facts.get("packages") or {})

@@ -53,6 +53,22 @@ def normalize_fingerprint(value: str) -> str:
     return text
 
 
+def pin_errors(variable: str, fingerprints: object) -> list[str]:
+    """A role's pin list, checked when the role plans (before anything changes): non-empty, full fingerprints."""
+    if not isinstance(fingerprints, list) or not fingerprints:
+        return [
+            f"{variable} is {fingerprints!r}; accepted: a list of the key's full fingerprints, as its publisher "
+            "gives them (an empty list would trust whatever key the URL serves)"
+        ]
+    errors = []
+    for value in fingerprints:
+        try:
+            normalize_fingerprint(str(value))
+        except RepoKeyError as problem:
+            errors.append(f"{variable}: {problem}")
+    return errors
+
+
 def _crc24(data: bytes) -> int:
     crc = 0xB704CE
     for byte in data:
@@ -193,7 +209,10 @@ def checksum_error(data: bytes, checksum: str, source: str) -> str | None:
         return None
     found = hashlib.sha256(data).hexdigest()
     if found != checksum:
-        return f"the key from {source} has sha256 {found}; expected sha256:{checksum}. The keyring was not written"
+        return (
+            f"the key from {source} did not match the pinned checksum: its sha256 is {found}, expected "
+            f"sha256:{checksum}. The keyring was not written"
+        )
     return None
 
 

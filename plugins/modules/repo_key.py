@@ -54,6 +54,12 @@ options:
     type: list
     elements: str
     required: true
+  fingerprints_from:
+    description:
+      - Where O(fingerprints) and O(checksum) come from (say the role variable), named in error messages so
+        that they say what to set.
+    type: str
+    default: the fingerprints option
   checksum:
     description:
       - Optional sha256 of the exact key file (C(sha256:) and 64 hex digits), checked on top of the fingerprints.
@@ -188,6 +194,7 @@ def main() -> None:
             "content": {"type": "str"},
             "content_base64": {"type": "str"},
             "fingerprints": {"type": "list", "elements": "str", "required": True},
+            "fingerprints_from": {"type": "str", "default": "the fingerprints option"},
             "checksum": {"type": "str", "default": ""},
             "timeout": {"type": "int", "default": 30},
             "validate_certs": {"type": "bool", "default": True},
@@ -202,16 +209,16 @@ def main() -> None:
     error = keyring_error(dest)
     if error:
         module.fail_json(msg=error, dest=dest, fetched=False)
+    pinned_by = params["fingerprints_from"]
     try:
         pins = [normalize_fingerprint(value) for value in params["fingerprints"]]
         checksum = normalize_checksum(params["checksum"])
     except RepoKeyError as problem:
-        module.fail_json(
-            msg=f"{problem} (option fingerprints/checksum of the key for {dest})", dest=dest, fetched=False
-        )
+        module.fail_json(msg=f"{pinned_by}: {problem}", dest=dest, fetched=False)
     if not pins:
         module.fail_json(
-            msg=f"no fingerprint is pinned for {dest}: the key would be trusted on first use; set its fingerprint",
+            msg=f"{pinned_by} is empty: the key for {dest} would be trusted on first use; set the fingerprint(s) "
+            "its publisher gives, after verifying them",
             dest=dest,
             fetched=False,
         )
@@ -242,7 +249,7 @@ def main() -> None:
     try:
         key = check(data, dest, pins, checksum, source)
     except RepoKeyError as problem:
-        module.fail_json(msg=str(problem), dest=dest, url=params["url"], expected=pins, fetched=fetched)
+        module.fail_json(msg=f"{problem} ({pinned_by})", dest=dest, url=params["url"], expected=pins, fetched=fetched)
     before = None
     if existing is not None:
         try:

@@ -202,6 +202,8 @@ def test_profiles_of_other_fabrics_are_refused(profile, message):
         ({"key_checksum": "sha256:abc"}, "gcp_gpudirect_rdma_key_checksum 'abc' is not accepted"),
         ({"keyring": "/etc/apt/keyrings/gib.key"}, "gcp_gpudirect_rdma_keyring '/etc/apt/keyrings/gib.key'"),
         ({"keyring": "gib.asc"}, "gcp_gpudirect_rdma_keyring 'gib.asc' is not accepted"),
+        ({"key_fingerprints": []}, "gcp_gpudirect_rdma_key_fingerprints is []; accepted"),
+        ({"key_fingerprints": ["DC6315A3"]}, "gcp_gpudirect_rdma_key_fingerprints: fingerprint 'DC6315A3' is not"),
     ],
 )
 def test_bad_input_is_named_with_what_is_accepted(overrides, message):
@@ -246,18 +248,11 @@ def test_pending_compares_installed_versions():
     assert plan["pending"] == ["nccl-gib"]
 
 
-@pytest.mark.parametrize(
-    ("keyring", "armored", "error"),
-    [
-        ("/k/gib.asc", True, None),
-        ("/k/gib.gpg", False, None),
-        ("/k/gib.asc", False, "is binary, but /k/gib.asc ends in .asc; name the keyring *.gpg"),
-        ("/k/gib.gpg", True, "is ASCII-armored, but /k/gib.gpg ends in .gpg; name the keyring *.asc"),
-    ],
-)
-def test_keyring_name_must_match_the_key_format(keyring, armored, error):
-    found = gib.key_format_error(keyring, armored, "https://example/key")
-    assert (found is None) if error is None else (error in found)
+def test_both_keys_are_pinned_to_artifact_registrys_fingerprint_by_default():
+    plan = gib.plan(JAMMY, catalog_plan(), settings(transport_version="0.4.1"))
+    for repo in plan["repos"]:
+        assert repo["key_fingerprints"] == ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"], repo["name"]
+        assert repo["key_variable"].startswith("gcp_gpudirect_rdma_") and repo["key_variable"].endswith("fingerprints")
 
 
 # ---------------------------------------------------------------------------

@@ -57,7 +57,10 @@ def test_repositories_are_googles_lines_and_nothing_is_invented():
     # Google's instructions dearmor both keys (cluster-toolkit saves the first as cloud.google.asc): armored.
     assert DEFAULTS["gcp_tcpxo_ar_transport_keyring"].endswith(".asc")
     assert DEFAULTS["gcp_tcpxo_repo_keyring"].endswith(".asc")
-    # No primary source gives these: empty, refused until set (README says where to get them).
+    # Both keys are pinned by Artifact Registry's fingerprint (sources in defaults and README); a file checksum
+    # is optional on top, and no primary source gives one.
+    assert DEFAULTS["gcp_tcpxo_ar_transport_key_fingerprints"] == ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"]
+    assert DEFAULTS["gcp_tcpxo_repo_key_fingerprints"] == DEFAULTS["gcp_tcpxo_ar_transport_key_fingerprints"]
     assert DEFAULTS["gcp_tcpxo_ar_transport_key_checksum"] == ""
     assert DEFAULTS["gcp_tcpxo_repo_key_checksum"] == ""
     assert DEFAULTS["gcp_tcpxo_import_helper_version"] == ""
@@ -83,11 +86,7 @@ def test_defaults_are_refused_only_for_the_unpublished_values():
     }
     settings = {key.removeprefix("gcp_tcpxo_"): value for key, value in DEFAULTS.items()}
     errors = tcpxo.plan(facts, settings, plan)["errors"]
-    assert [error.split(" ", 1)[0] for error in errors] == [
-        "gcp_tcpxo_import_helper_version",
-        "gcp_tcpxo_repo_key_checksum",
-        "gcp_tcpxo_ar_transport_key_checksum",
-    ]
+    assert [error.split(" ", 1)[0] for error in errors] == ["gcp_tcpxo_import_helper_version"]
 
 
 def _render(name: str, **variables: object) -> str:

@@ -32,6 +32,8 @@ SETTINGS = {
     "repo_key_checksum": DIGEST_A,
     "repo_key_src": "",
     "repo_keyring": "/etc/apt/keyrings/gpufabric-gcp-tcpxo.asc",
+    "ar_transport_key_fingerprints": ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"],
+    "repo_key_fingerprints": ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"],
     "ar_transport_repo_url": "https://packages.cloud.google.com/apt",
     "ar_transport_repo_suite": "apt-transport-artifact-registry-stable",
     "ar_transport_version": "",
@@ -225,7 +227,8 @@ def test_nic_names_must_agree_with_the_env():
         ({"rxdm_digest": ""}, "gcp_tcpxo_rxdm_digest '' is not accepted"),
         ({"plugin_digest": "sha256:abc"}, "gcp_tcpxo_plugin_digest 'sha256:abc' is not accepted"),
         ({"registry": "https://us-docker.pkg.dev/x"}, "gcp_tcpxo_registry 'https://us-docker.pkg.dev/x'"),
-        ({"repo_key_checksum": ""}, "gcp_tcpxo_repo_key_checksum '' is not accepted"),
+        ({"repo_key_fingerprints": []}, "gcp_tcpxo_repo_key_fingerprints is []; accepted"),
+        ({"repo_key_src": "/tmp/k.gpg", "repo_key_fingerprints": ["DC6315A3"]}, "fingerprint 'DC6315A3' is not"),
         ({"ar_transport_key_checksum": "md5:1"}, "gcp_tcpxo_ar_transport_key_checksum 'md5:1' is not accepted"),
         ({"repo_key_url": "http://x/key"}, "gcp_tcpxo_repo_key_url 'http://x/key' is not accepted"),
         ({"repo_keyring": "/etc/apt/keyrings/k.key"}, "gcp_tcpxo_repo_keyring '/etc/apt/keyrings/k.key' is not"),
@@ -244,9 +247,10 @@ def test_bad_input_is_refused_with_the_variable_named(override, message):
     assert message in errors[0]
 
 
-def test_key_from_the_controller_needs_no_checksum_and_no_transport_needs_no_transport_key():
+def test_the_checksum_is_optional_and_no_transport_needs_no_transport_key():
     settings = {**SETTINGS, "repo_key_checksum": "", "repo_key_src": "/tmp/key.gpg"}
     assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
+    assert tcpxo.plan(DEBIAN12, {**SETTINGS, "repo_key_checksum": ""}, catalog_plan())["errors"] == []
     settings = {**SETTINGS, "ar_transport": False, "ar_transport_key_checksum": "", "ar_transport_keyring": ""}
     assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
 

@@ -22,6 +22,7 @@ DOCA = {
     "doca_base_url": "https://linux.mellanox.com/public/repo/doca",
     "doca_key_url": "https://linux.mellanox.com/public/repo/doca/GPG-KEY-Mellanox.pub",
     "doca_hold": ["doca-ofed-userspace", "doca-ofed"],
+    "doca_key_fingerprints": ["0123 4567 89AB CDEF 0123 4567 89AB CDEF 0123 4567"],
 }
 
 
@@ -100,6 +101,8 @@ def test_explicit_repo_url_wins():
         (DEBIAN12, {**DOCA, "doca_version": ""}, "rdma_stack_doca_version is empty"),
         (DEBIAN12, {**DOCA, "doca_key_url": "http://example.invalid/key"}, "accepted: an https:// URL"),
         (DEBIAN12, {**DOCA, "doca_key_url": ""}, "both empty"),
+        (DEBIAN12, {**DOCA, "doca_key_fingerprints": []}, "rdma_stack_doca_key_fingerprints is []; accepted"),
+        (DEBIAN12, {**DOCA, "doca_key_fingerprints": ["E6D6A281"]}, "fingerprint 'E6D6A281' is not accepted"),
         ({**DEBIAN12, "architecture": "ppc64le"}, DOCA, "architecture 'ppc64le' has no DOCA repository"),
         ({**DEBIAN12, "os_family": "Suse"}, DOCA, "os_family 'Suse' is not supported"),
         (DEBIAN12, {"flavor": "inbox", "fabric": "roce", "inbox_packages": {"rdma-core": None}}, "exact version"),

@@ -205,7 +205,7 @@ def test_src_on_the_controller_and_inline_content(tmp_path, ansible_env, keys):
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        ({"fingerprints": []}, "no fingerprint is pinned"),
+        ({"fingerprints": [], "fingerprints_from": "role_key_fingerprints"}, "role_key_fingerprints is empty"),
         ({"fingerprints": ["3BF863CC"]}, "fingerprint '3BF863CC' is not accepted"),
         ({"dest": "{tmp}/r.asc"}, "is binary, but"),
     ],
