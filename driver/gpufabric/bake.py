@@ -20,7 +20,7 @@ import yaml
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import lab_podman, runs
-from gpufabric.collection import collection_root
+from gpufabric.collection import collection_root, module_utils
 from gpufabric.errors import UserError
 from gpufabric.lab_image import LAB_IMAGE, ensure_image
 
@@ -54,14 +54,15 @@ class Result:
 
 def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
     """-e KEY=VALUE (a YAML value) or -e @FILE (a YAML mapping), in order; later ones win."""
+    bounded_yaml = module_utils("bounded_yaml")
     merged: dict[str, Any] = {}
     for value in values or []:
         if value.startswith("@"):
             path = Path(value[1:])
             try:
-                loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError) as exc:
-                raise UserError(f"-e {value}: cannot read a YAML mapping from {path}: {exc}") from None
+                loaded = bounded_yaml.load_file(path)
+            except bounded_yaml.YAMLFileError as exc:
+                raise UserError(f"-e {value}: cannot read a YAML mapping: {exc}") from None
             if not isinstance(loaded, dict):
                 raise UserError(f"-e {value}: {path} holds no YAML mapping; accepted: KEY: VALUE lines")
             merged.update(loaded)
@@ -69,7 +70,10 @@ def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
         key, sep, text = value.partition("=")
         if not sep or not key.isidentifier():
             raise UserError(f"-e {value!r}: accepted: KEY=VALUE (KEY a variable name) or @FILE.yml")
-        merged[key] = yaml.safe_load(text) if text else ""
+        try:
+            merged[key] = bounded_yaml.load_text(text, f"-e {key}") if text else ""
+        except bounded_yaml.YAMLFileError as exc:
+            raise UserError(f"{exc}; accepted: KEY=VALUE with VALUE one YAML value") from None
     return merged
 
 

@@ -10,6 +10,12 @@ on the controller, where that happens, and module_utils must import without it.
 
 Validation is hand-written rather than JSON Schema so that every error names
 the file, the key path and what is accepted, in one sentence an operator reads.
+
+Catalog values end up in files on hosts: /etc/nccl.conf, a profile.d script,
+systemd units, udev rules, shell scripts. So every string in a profile is one
+line of printable text, and the values that name things on a host (profile,
+instance type, interfaces, RDMA devices, environment variables) follow a strict
+grammar, checked here at load time, before any role templates them.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from __future__ import annotations
 import copy
 import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.bounded_yaml import YAMLFileError, load_file
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
 CATALOG_ENV_VAR = "GPUFABRIC_CATALOG"
@@ -47,6 +56,13 @@ KNOWN_ROLES = (
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+# Names that reach hosts unquoted (unit files, udev rules, shell word lists): letters, digits, '.', '_', '-'.
+INSTANCE_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+PROFILE_NAME = re.compile(r"^[a-z]+/[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NETDEV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$")  # a Linux interface name is at most 15 bytes
+RDMA_DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# NCCL reads /etc/nccl.conf lines into 1024-byte buffers: a longer value would be cut without a word.
+ENV_VALUE_MAX_BYTES = 1023
 
 
 class CatalogError(Exception):
@@ -110,6 +126,59 @@ def _list_of(item_check):
     return check
 
 
+def _matches(pattern: re.Pattern[str], accepted: str):
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and pattern.match(value):
+            return None
+        return f"{value!r} is not accepted; accepted: {accepted}"
+
+    return check
+
+
+_instance_type = _matches(INSTANCE_TYPE, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+_netdev = _matches(NETDEV, "an interface name: 1-15 letters, digits, '.', '_' or '-'")
+_rdma_device = _matches(RDMA_DEVICE, "an RDMA device name: 1-64 letters, digits, '.', '_' or '-'")
+
+
+def _unprintable(text: str) -> str | None:
+    """The first character that has no place in one line of a file on a host, or None.
+
+    Control, format (zero-width, bidi override) and line/paragraph-separator characters are refused;
+    spaces and printable non-ASCII (a description's 'x' or an em dash) are fine.
+    """
+    if text.isprintable():
+        return None
+    for char in text:
+        if not char.isprintable() and unicodedata.category(char) != "Zs":
+            return char
+    return None
+
+
+def _check_line(text: str, path: str, what: str, source: str) -> None:
+    char = _unprintable(text)
+    if char is not None:
+        raise CatalogError(
+            source,
+            path,
+            f"{what} {text!r} holds {unicodedata.name(char, 'a control character')} (U+{ord(char):04X}); "
+            "accepted: one line of printable text",
+        )
+
+
+def _check_text(data: Any, path: str, source: str) -> None:
+    """Every string in a profile, key or value, is one line of printable text."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str):
+                _check_line(key, path, "key", source)
+            _check_text(value, f"{path}.{key}", source)
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            _check_text(item, f"{path}[{index}]", source)
+    elif isinstance(data, str):
+        _check_line(data, path, "value", source)
+
+
 def _pci_id(value: Any) -> str | None:
     if isinstance(value, str) and PCI_ID.match(value):
         return None
@@ -138,8 +207,8 @@ def _env(allow_null: bool):
                 continue
             if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
                 return f"{name} must be a string (quote it); got {type(setting).__name__}"
-            if "\n" in str(setting):
-                return f"{name} must fit on one line"
+            if len(str(setting).encode("utf-8")) > ENV_VALUE_MAX_BYTES:
+                return f"{name} value is longer than {ENV_VALUE_MAX_BYTES} bytes, the most /etc/nccl.conf holds"
         return None
 
     return check
@@ -170,7 +239,7 @@ TIER_SCHEMA: dict[str, Any] = {
 
 PROFILE_SCHEMA: dict[str, Any] = {
     "cloud": (_choice(CLOUDS), True),
-    "instance_type": (_str, True),
+    "instance_type": (_instance_type, True),
     "description": (_str, True),
     "gpu": (
         {
@@ -190,15 +259,15 @@ PROFILE_SCHEMA: dict[str, Any] = {
                     "kind": (_choice(NIC_KINDS), True),
                     "mtu": (_int_min(576), False),
                     "pci_ids": (_list_of(_pci_id), False),
-                    "interfaces": (_list_of(_str), False),
-                    "rdma_devices": (_list_of(_str), False),
+                    "interfaces": (_list_of(_netdev), False),
+                    "rdma_devices": (_list_of(_rdma_device), False),
                 },
                 True,
             ),
             "management": (
                 {
                     "kind": (_str, True),
-                    "interface": (_str, False),
+                    "interface": (_netdev, False),
                     "speed_gbit_s": (_positive_number, False),
                 },
                 True,
@@ -279,6 +348,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
     process environment holds them (YAML may have read ``4`` as a number).
     """
     path = f"profiles.{name}"
+    _check_text(profile, path, source)
     _check_mapping(profile, PROFILE_SCHEMA, path, source)
     cloud, _sep, instance_type = name.partition("/")
     if profile["cloud"] != cloud or profile["instance_type"] != instance_type:
@@ -304,26 +374,30 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+def _shown(value: Any) -> str:
+    """A key as an error shows it: as written when it is one line of printable text, else its repr."""
+    return value if isinstance(value, str) and value and _unprintable(value) is None else repr(value)
 
+
+def _read_yaml(path: Path) -> dict[str, Any]:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogError(source, "", f"cannot read file: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise CatalogError(source, where, f"not valid YAML: {reason}") from None
+        data = load_file(path)
+    except YAMLFileError as exc:
+        raise CatalogError(exc.source, exc.where, exc.reason) from None
     if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
         raise CatalogError(source, "profiles", "the file must be a mapping with a 'profiles:' mapping")
-    unknown = set(data) - {"profiles"}
+    unknown = sorted(_shown(key) for key in data if key != "profiles")
     if unknown:
-        raise CatalogError(source, sorted(unknown)[0], "unknown top-level key; accepted: profiles")
+        raise CatalogError(source, unknown[0], "unknown top-level key; accepted: profiles")
+    for name in data["profiles"]:
+        if not isinstance(name, str) or not PROFILE_NAME.match(name):
+            raise CatalogError(
+                source,
+                f"profiles.{_shown(name)}",
+                "is not a profile name; accepted: '<cloud>/<instance-type>', a lowercase cloud, '/', then 1-64 "
+                "letters, digits, '.', '_' or '-'",
+            )
     return data["profiles"]
 
 
@@ -392,7 +466,5 @@ def load_catalog(
             profiles[name] = _deep_merge(profiles.get(name, {}), profile)
             origins[name] = str(path)
     for name, profile in profiles.items():
-        if not isinstance(name, str) or "/" not in name:
-            raise CatalogError(origins[name], f"profiles.{name}", "profile names look like '<cloud>/<instance-type>'")
         validate_profile(name, profile, origins[name])
     return Catalog(profiles, origins)

@@ -18,11 +18,9 @@ file, the host and the key.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ansible_collections.gpufabric.cluster.plugins.module_utils.bounded_yaml import YAMLFileError, load_file
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import RUNNING, DiscoveryError, Instance
 
 HOST_KEYS = {
@@ -50,13 +48,9 @@ class StaticSource:
 
     def _load(self) -> list[Any]:
         try:
-            data = yaml.safe_load(Path(self.path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise self._error("file", f"cannot read: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}" if mark else "file"
-            raise self._error(where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+            data = load_file(self.path)  # size, encoding, nesting and alias limits: one clear error each
+        except YAMLFileError as exc:
+            raise self._error(exc.where or "file", exc.reason) from None
         if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
             raise self._error("hosts", "the file must be a mapping with a 'hosts:' list")
         return data["hosts"]

@@ -164,8 +164,8 @@ def test_override_files_from_env_splits_like_path(tmp_path):
         ("profiles:\n  a3-mega: {}\n", "profiles.a3-mega", "'<cloud>/<instance-type>'"),
         (
             'profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_DEBUG: "WARN\\nINFO"}}}\n',
-            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
-            "NCCL_DEBUG must fit on one line",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env.NCCL_DEBUG",
+            "value 'WARN\\nINFO' holds a control character (U+000A); accepted: one line of printable text",
         ),
         (
             "profiles:\n  gcp/a3-megagpu-8g:\n    sriov: {vfs_per_nic: 8}\n",
@@ -236,3 +236,158 @@ profiles:
     with pytest.raises(CatalogError) as caught:
         fabric_catalog.load_catalog([override])
     assert caught.value.key == "profiles.aws/p5.48xlarge.bandwidth.thresholds[0].max_nodes"
+
+
+# --- Values that reach files on hosts: one grammar, checked at load time ---------------------------------------
+
+MEGA = "profiles:\n  gcp/a3-megagpu-8g:\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        pytest.param(
+            MEGA + '    tiers: {best: {env: {"NCCL_DEBUG\\nFOO": WARN}}}\n',
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "key 'NCCL_DEBUG\\nFOO' holds a control character (U+000A)",
+            id="env-key-newline",
+        ),
+        pytest.param(
+            MEGA + '    tiers: {best: {env: {NCCL_DEBUG: "WARN\\e[31m"}}}\n',
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env.NCCL_DEBUG",
+            "value 'WARN\\x1b[31m' holds a control character (U+001B); accepted: one line of printable text",
+            id="env-value-escape",
+        ),
+        pytest.param(
+            MEGA + '    tiers: {best: {env: {"nccl-debug": WARN}}}\n',
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "variable name 'nccl-debug' must match ^[A-Z_][A-Z0-9_]*$",
+            id="env-key-grammar",
+        ),
+        pytest.param(
+            MEGA + "    tiers: {best: {env: {NCCL_DEBUG: " + "x" * 1024 + "}}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "NCCL_DEBUG value is longer than 1023 bytes, the most /etc/nccl.conf holds",
+            id="env-value-too-long",
+        ),
+        pytest.param(
+            MEGA + '    tiers: {standard: {k8s_env: {LD_LIBRARY_PATH: "/lib\\r"}}}\n',
+            "profiles.gcp/a3-megagpu-8g.tiers.standard.k8s_env.LD_LIBRARY_PATH",
+            "holds a control character (U+000D)",
+            id="k8s-env-value-cr",
+        ),
+        pytest.param(
+            MEGA + '    description: "8x H100 \\u202eevil"\n',
+            "profiles.gcp/a3-megagpu-8g.description",
+            "holds RIGHT-TO-LEFT OVERRIDE (U+202E)",
+            id="description-bidi-override",
+        ),
+        pytest.param(
+            MEGA + '    sources: [ok, "two\\u2028lines"]\n',
+            "profiles.gcp/a3-megagpu-8g.sources[1]",
+            "holds LINE SEPARATOR (U+2028)",
+            id="source-line-separator",
+        ),
+        pytest.param(
+            "profiles:\n  gcp/a3;reboot: {}\n",
+            "profiles.gcp/a3;reboot",
+            "is not a profile name; accepted: '<cloud>/<instance-type>'",
+            id="profile-name-semicolon",
+        ),
+        pytest.param(
+            'profiles:\n  "gcp/a3\\nx": {}\n',
+            "profiles.'gcp/a3\\nx'",
+            "is not a profile name",
+            id="profile-name-newline",
+        ),
+        pytest.param(
+            "profiles:\n  GCP/a3: {}\n",
+            "profiles.GCP/a3",
+            "a lowercase cloud",
+            id="profile-name-uppercase-cloud",
+        ),
+        pytest.param("profiles:\n  7: {}\n", "profiles.7", "is not a profile name", id="profile-name-number"),
+        pytest.param(
+            "profiles:\n  gcp/x$(id):\n    cloud: gcp\n    instance_type: x$(id)\n",
+            "profiles.gcp/x$(id)",
+            "is not a profile name",
+            id="profile-name-command",
+        ),
+        pytest.param(
+            MEGA + '    instance_type: "a3 megagpu"\n',
+            "profiles.gcp/a3-megagpu-8g.instance_type",
+            "'a3 megagpu' is not accepted; accepted: 1-64 letters, digits",
+            id="instance-type-space",
+        ),
+        pytest.param(
+            MEGA + "    nics: {gpu: {interfaces: [eth1, 'eth2;reboot']}}\n",
+            "profiles.gcp/a3-megagpu-8g.nics.gpu.interfaces",
+            "item 1 ('eth2;reboot') 'eth2;reboot' is not accepted; accepted: an interface name",
+            id="interface-semicolon",
+        ),
+        pytest.param(
+            MEGA + "    nics: {gpu: {interfaces: [eth1234567890abcd]}}\n",
+            "profiles.gcp/a3-megagpu-8g.nics.gpu.interfaces",
+            "an interface name: 1-15",
+            id="interface-too-long",
+        ),
+        pytest.param(
+            MEGA + '    nics: {management: {interface: "eth0 eth1"}}\n',
+            "profiles.gcp/a3-megagpu-8g.nics.management.interface",
+            "'eth0 eth1' is not accepted",
+            id="management-interface-space",
+        ),
+        pytest.param(
+            MEGA + "    nics: {gpu: {rdma_devices: ['mlx5_*']}}\n",
+            "profiles.gcp/a3-megagpu-8g.nics.gpu.rdma_devices",
+            "accepted: an RDMA device name",
+            id="rdma-device-glob",
+        ),
+        pytest.param("profiles: {}\n1: x\nb: y\n", "1", "unknown top-level key", id="top-level-number-key"),
+        pytest.param('profiles: {}\n"a\\tb": 1\n', "'a\\tb'", "unknown top-level key", id="top-level-key-with-tab"),
+    ],
+)
+def test_values_that_reach_hosts_follow_the_grammar(tmp_path, text, key, reason):
+    override = write(tmp_path, text)
+    with pytest.raises(CatalogError) as caught:
+        fabric_catalog.load_catalog([override])
+    assert (caught.value.source, caught.value.key) == (str(override), key)
+    assert reason in caught.value.reason
+    assert "\n" not in str(caught.value)  # one error line, whatever the value holds
+
+
+def test_builtin_catalog_follows_the_grammar(builtin):
+    """Every shipped name is one a host file can hold as is."""
+    for name, profile in builtin.profiles.items():
+        assert fabric_catalog.PROFILE_NAME.match(name)
+        gpu = profile["nics"]["gpu"]
+        assert all(fabric_catalog.NETDEV.match(nic) for nic in gpu.get("interfaces", []))
+        assert all(fabric_catalog.RDMA_DEVICE.match(device) for device in gpu.get("rdma_devices", []))
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "reason"),
+    [
+        pytest.param(b"profiles:\n  x: \xff\n", "line 2, column 6", "not UTF-8: byte 0xff", id="not-utf8"),
+        pytest.param(b"profiles: {}\0\n", "line 1, column 13", "control character U+0000", id="nul"),
+        pytest.param(
+            b"profiles: " + b"[" * 70 + b"]" * 70 + b"\n", "line 1, column 74", "nested deeper than 64", id="deep"
+        ),
+        pytest.param(
+            b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + b"".join(b"%c: &%c [%s]\n" % (n, n, b", ".join([b"*" + bytes([n - 1])] * 10)) for n in b"bcdefghij")
+            + b"profiles: {}\n",
+            "line 6",
+            "nodes with aliases expanded (an alias bomb?)",
+            id="alias-bomb",
+        ),
+    ],
+)
+def test_yaml_level_faults_are_catalog_errors(tmp_path, content, where, reason):
+    override = tmp_path / "override.yml"
+    override.write_bytes(content)
+    with pytest.raises(CatalogError) as caught:
+        fabric_catalog.load_catalog([override])
+    assert caught.value.source == str(override)
+    assert caught.value.key.startswith(where)
+    assert reason in caught.value.reason

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one YAML loader for every YAML file gpufabric reads itself, with limits checked before the work.
+
+Catalog files, the static fleet file and `bake -e` values come from operators, sites and tickets; a file
+that is binary, not UTF-8, enormous, nested absurdly deep or an alias bomb ("billion laughs": a few
+lines whose aliases expand to 10^9 nodes) must be one clear error, never a traceback, a hang or
+gigabytes of memory. Each limit is checked as early as it can be:
+
+- size, before parsing: the file is read up to MAX_BYTES + 1 bytes, never further;
+- encoding and binary content, before parsing: strict UTF-8, and only the characters YAML allows in a
+  stream (so no NUL and no control character other than tab, newline and carriage return);
+- nesting, aliases and expanded size, while composing, before any Python object is built: the composer
+  counts every node as the copy an alias would make of it, so a bomb stops after a few hundred events.
+
+Errors are YAMLFileError(source, where, reason): ``where`` is "line L, column C" where known. Callers
+turn them into their own error type (CatalogError, DiscoveryError, UserError) unchanged.
+
+libyaml's C parser is used where PyYAML has it (the scanner and parser are the slow part); composing
+and constructing stay in Python so that the limits apply. PyYAML is imported only when a document is
+loaded: module_utils must import without it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# Real catalog files are tens of KB; a static fleet file of 10,000 hosts is about 2.5 MB.
+MAX_BYTES = 4 * 1024 * 1024
+# No real file nests deeper than about 8 levels (a catalog threshold sits at depth 6).
+MAX_DEPTH = 64
+# Anchors and aliases are rare in gpufabric's files; a fleet file may share one `vars:` per host.
+MAX_ALIASES = 10_000
+# Nodes in the document as if every alias were copied out: a 2.5 MB fleet file has about 100,000.
+MAX_NODES = 1_000_000
+
+# The characters YAML 1.1 allows in a stream (PyYAML's Reader.NON_PRINTABLE), refused here first so
+# that the error names the character and its line instead of a position in a decoded string.
+NOT_TEXT = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+class YAMLFileError(Exception):
+    """A YAML file or value is unreadable, over a limit, or not valid YAML."""
+
+    def __init__(self, source: str, where: str, reason: str) -> None:
+        self.source = source
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{source}: {where}: {reason}" if where else f"{source}: {reason}")
+
+
+class _Refused(Exception):
+    """A limit was crossed while composing; load_text adds the source."""
+
+    def __init__(self, mark: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.mark = mark
+        self.reason = reason
+
+
+def _position(text: str, index: int) -> str:
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def _mark_position(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+# Tests turn this off to run the pure-Python parser, the one a controller without libyaml has.
+PREFER_LIBYAML = True
+
+
+@cache
+def _loader_class(libyaml: bool) -> Any:
+    """SafeLoader with a counting composer (over libyaml's parser where available)."""
+    import yaml
+    from yaml.composer import Composer
+    from yaml.constructor import ConstructorError, SafeConstructor
+    from yaml.events import AliasEvent, CollectionStartEvent
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.resolver import Resolver
+    from yaml.scanner import Scanner
+
+    # PyYAML built without libyaml has no yaml._yaml: then the pure-Python parser, about six times slower.
+    c_parser = getattr(getattr(yaml, "_yaml", None), "CParser", None) if libyaml else None
+
+    class BoundedComposer(Composer):  # type: ignore[misc]
+        def _count(self, mark: Any, weight: int) -> None:
+            self._nodes += weight
+            if self._nodes > MAX_NODES:
+                raise _Refused(
+                    mark, f"more than {MAX_NODES:,} nodes with aliases expanded (an alias bomb?); limit {MAX_NODES:,}"
+                )
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, AliasEvent):
+                self._aliases += 1
+                if self._aliases > MAX_ALIASES:
+                    raise _Refused(event.start_mark, f"more than {MAX_ALIASES:,} aliases; limit {MAX_ALIASES:,}")
+                if event.anchor in self.anchors and event.anchor not in self._weights:
+                    raise _Refused(event.start_mark, f"alias *{event.anchor} refers to its own anchor (recursive)")
+                # An undefined alias weighs nothing here: Composer reports it with its line.
+                self._count(event.start_mark, self._weights.get(event.anchor, 0))
+                return super().compose_node(parent, index)
+            collection = isinstance(event, CollectionStartEvent)
+            if collection:
+                self._depth += 1
+                if self._depth > MAX_DEPTH:
+                    raise _Refused(event.start_mark, f"nested deeper than {MAX_DEPTH} levels; limit {MAX_DEPTH}")
+            before = self._nodes
+            self._count(event.start_mark, 1)
+            node = super().compose_node(parent, index)
+            if event.anchor is not None:
+                self._weights[event.anchor] = self._nodes - before
+            if collection:
+                self._depth -= 1
+            return node
+
+    class BoundedConstructor(SafeConstructor):  # type: ignore[misc]
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep)
+            except (ValueError, OverflowError) as exc:
+                # A scalar YAML resolves to a type whose constructor refuses it: 2026-13-45 (no month 13),
+                # an integer of more than 4,300 digits.
+                value = node.value if isinstance(node.value, str) else ""
+                shown = repr(value if len(value) <= 40 else value[:40] + "...")
+                raise ConstructorError(None, None, f"cannot read {shown}: {exc}", node.start_mark) from None
+
+    # The composer comes first so that its get_single_node wins over CParser's (which composes in C,
+    # without the limits); the parser only supplies events.
+    parser_bases: tuple[type, ...] = (c_parser,) if c_parser is not None else (Reader, Scanner, Parser)
+
+    class BoundedLoader(BoundedComposer, *parser_bases, BoundedConstructor, Resolver):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            if c_parser is not None:
+                c_parser.__init__(self, stream)
+            else:
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                Parser.__init__(self)
+            BoundedComposer.__init__(self)
+            BoundedConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._depth = 0
+            self._aliases = 0
+            self._nodes = 0
+            self._weights: dict[str, int] = {}
+
+    return BoundedLoader
+
+
+def load_text(text: str, source: str) -> Any:
+    """Parse one YAML document from ``text`` within the limits; ``source`` names it in errors."""
+    import yaml
+
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise YAMLFileError(source, "", f"larger than {MAX_BYTES:,} bytes; limit {MAX_BYTES:,}")
+    found = NOT_TEXT.search(text)
+    if found:
+        char = found.group()
+        raise YAMLFileError(
+            source,
+            _position(text, found.start()),
+            f"binary content: control character U+{ord(char):04X} {char!r}; accepted: UTF-8 text",
+        )
+    loader = _loader_class(PREFER_LIBYAML)(text)
+    try:
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise YAMLFileError(source, _mark_position(exc.mark), exc.reason) from None
+    except yaml.MarkedYAMLError as exc:
+        reason = exc.problem or str(exc)
+        if exc.context:  # "while parsing a flow sequence at line 3, expected ',' or ']'"
+            context_at = f" at line {exc.context_mark.line + 1}" if exc.context_mark is not None else ""
+            reason = f"{exc.context}{context_at}, {reason}"
+        raise YAMLFileError(source, _mark_position(exc.problem_mark), f"not valid YAML: {reason}") from None
+    except yaml.YAMLError as exc:
+        raise YAMLFileError(source, "", f"not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def load_file(path: str | Path) -> Any:
+    """Read and parse a YAML file: at most MAX_BYTES of strict UTF-8 text, then load_text."""
+    source = str(path)
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise YAMLFileError(source, "", f"cannot read file: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise YAMLFileError(source, "", f"larger than {MAX_BYTES:,} bytes; limit {MAX_BYTES:,}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise YAMLFileError(
+            source, f"line {line}, column {column}", f"not UTF-8: byte 0x{data[exc.start]:02x}; accepted: UTF-8 text"
+        ) from None
+    return load_text(text, source)
