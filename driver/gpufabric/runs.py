@@ -8,12 +8,25 @@ ansible-runner turns it off unless the environment says otherwise, and an unatte
 must never trust a key it has not seen. Every run keeps ansible-runner's artifact directory
 (job_events/, stdout, command, rc, status) where the caller says; its events are collected, and
 a `Tally` of them gives the progress lines.
+
+Secrets at rest: ansible-playbook needs the cloud credentials of its environment (an inventory
+plugin, a module) and the extra variables, so both reach it unchanged; what stays on disk does not
+keep them. ansible-runner writes the whole environment into the artifacts' `command` file: gpufabric
+rewrites it, every secret value replaced, as soon as the run has started and again at its end. The
+extra variables go through env/extravars in the private data directory (a temporary directory,
+removed after the run), never on the command line; gpufabric-run.json holds them redacted. A
+secret is a variable whose name contains one of SECRET_NAME_PARTS (any case), or one named in
+$GPUFABRIC_SECRET_VARS (comma-separated). A task that prints a secret must say `no_log: true`.
+
+Retention: each default run directory (./gpufabric-runs/<kind>-<UTC time>) prunes the oldest of its
+kind, keeping $GPUFABRIC_KEEP_RUNS (default 20; 0 keeps every run); nothing else is ever removed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufabric import ansible_settings
+from gpufabric import ansible_settings, output_file
 from gpufabric.collection import collection_root, collections_path
 from gpufabric.errors import UserError
 
@@ -33,6 +46,28 @@ Progress = Callable[[str], None]
 # The fact site.yml's last task sets on every host that finished the play.
 REBOOT_FACT = "gpufabric_reboot_required"
 RUNS_DIR = "gpufabric-runs"
+KEEP_RUNS_ENV = "GPUFABRIC_KEEP_RUNS"
+DEFAULT_KEEP_RUNS = 20
+# A directory default_artifacts names: <kind>-<UTC time>, with -N when two runs share a second.
+RUN_NAME = re.compile(r"^(?P<kind>[a-z][a-z-]*)-(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<number>[1-9]\d*))?$")
+SECRET_VARS_ENV = "GPUFABRIC_SECRET_VARS"
+# Name parts of a secret (environment and extra variables, any case): AWS_SECRET_ACCESS_KEY,
+# AWS_SESSION_TOKEN, GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_SECRET, NEBIUS_IAM_TOKEN, an OCI
+# key passphrase or key content, GCP_SERVICE_ACCOUNT_CONTENTS, any *_PASSWORD.
+SECRET_NAME_PARTS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "PASS_PHRASE",
+    "CREDENTIAL",
+    "PRIVATE_KEY",
+    "KEY_CONTENT",
+    "API_KEY",
+    "SERVICE_ACCOUNT_CONTENTS",
+)
+REDACTED = "<redacted by gpufabric>"
 
 
 @dataclass
@@ -101,10 +136,56 @@ def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]
     return sorted(hosts)
 
 
+def keep_runs() -> int:
+    """$GPUFABRIC_KEEP_RUNS: how many default run directories of a kind to keep (0: all)."""
+    text = os.environ.get(KEEP_RUNS_ENV, "")
+    if not text.strip():
+        return DEFAULT_KEEP_RUNS
+    if not text.strip().isdigit() or int(text) > 1_000_000:
+        raise UserError(
+            f"{KEEP_RUNS_ENV}={text!r} (environment): not a count; accepted: the number of runs of each "
+            "command to keep in ./gpufabric-runs (a whole number), or 0 to keep every run"
+        )
+    return int(text)
+
+
+def _run_key(path: Path) -> tuple[str, int]:
+    match = RUN_NAME.match(path.name)
+    assert match is not None
+    return match["stamp"], int(match["number"] or 1)
+
+
+def prune_runs(runs_dir: Path, kind: str, keep: int) -> list[Path]:
+    """Remove the oldest run directories of `kind` in runs_dir, leaving the newest `keep`.
+
+    Only gpufabric's own: real directories (no link) directly in runs_dir named as default_artifacts
+    names them; any other entry, and anything under an --artifacts the user gave, is never touched.
+    """
+    if keep <= 0 or not runs_dir.is_dir() or runs_dir.is_symlink():
+        return []
+    ours = []
+    for entry in runs_dir.iterdir():
+        match = RUN_NAME.match(entry.name)
+        if match and match["kind"] == kind and entry.is_dir() and not entry.is_symlink():
+            ours.append(entry)
+    ours.sort(key=_run_key)
+    removed = ours[: max(0, len(ours) - keep)]
+    for old in removed:
+        # One that cannot be removed (another user's, busy) stays; the next run tries again.
+        shutil.rmtree(old, ignore_errors=True)
+    return removed
+
+
 def default_artifacts(kind: str) -> Path:
-    """./gpufabric-runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second)."""
+    """./gpufabric-runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second).
+
+    The oldest runs of the kind go first, so that with this one $GPUFABRIC_KEEP_RUNS are left.
+    """
+    keep = keep_runs()
+    runs_dir = Path.cwd() / RUNS_DIR
+    prune_runs(runs_dir, kind, keep - 1 if keep else 0)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = Path.cwd() / RUNS_DIR / f"{kind}-{stamp}"
+    base = runs_dir / f"{kind}-{stamp}"
     path, number = base, 1
     while path.exists():
         number += 1
@@ -113,11 +194,44 @@ def default_artifacts(kind: str) -> Path:
 
 
 def check_artifacts(path: Path, option: str = "--artifacts") -> None:
-    """A run's artifact directory must be new or empty: old job events would be read as this run's."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{option} {path}: not a directory")
+    """A run's artifact directory: one gpufabric can create or write into (not a file, nor under one),
+    and new or empty: old job events would be read as this run's."""
+    output_file.check_directory(path, option)
     if path.is_dir() and any(path.iterdir()):
         raise UserError(f"{option} {path}: already holds files; give a new or empty directory")
+
+
+def secret_names() -> set[str]:
+    """The names $GPUFABRIC_SECRET_VARS marks secret, besides the SECRET_NAME_PARTS rule."""
+    return {name.strip() for name in os.environ.get(SECRET_VARS_ENV, "").split(",") if name.strip()}
+
+
+def is_secret(name: str, marked: set[str] | None = None) -> bool:
+    upper = name.upper()
+    return name in (secret_names() if marked is None else marked) or any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def redact(value: Any, marked: set[str] | None = None) -> Any:
+    """value with the value of every secret key replaced, at any depth (extra variables nest)."""
+    marked = secret_names() if marked is None else marked
+    if isinstance(value, Mapping):
+        return {key: REDACTED if is_secret(str(key), marked) else redact(item, marked) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact(item, marked) for item in value]
+    return value
+
+
+def scrub_command_file(artifacts_dir: Path) -> None:
+    """Rewrite ansible-runner's `command` file (command line, cwd, the whole environment) with every
+    secret of its environment redacted. Nothing there to scrub yet is fine."""
+    path = artifacts_dir / "command"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and isinstance(data.get("env"), dict):
+        data["env"] = redact(data["env"])
+        output_file.write_atomically(path, json.dumps(data, ensure_ascii=False), mode=0o600)
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
@@ -236,33 +350,43 @@ def run_playbook(
             say(tally.line())
         return True
 
+    def on_status(data: dict[str, Any], **_: Any) -> None:
+        # ansible-runner has written `command` (the whole environment) just before it started the run.
+        if data.get("status") == "running":
+            scrub_command_file(artifacts_dir)
+
     cmdline = " ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted)
     started = time.monotonic()
     artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
-    # The private data directory holds ansible-runner's copies of the inputs (env/extravars...) for
-    # the run only; the artifacts go to artifacts_dir itself (artifact_dir/ident).
+    # The private data directory holds ansible-runner's copies of the inputs (env/extravars, given
+    # to ansible-playbook as -e @FILE, so never on its command line) for the run only, 0700, removed
+    # after it; the artifacts go to artifacts_dir itself (artifact_dir/ident).
     with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir:
-        runner = ansible_runner.run(
-            private_data_dir=private_dir,
-            artifact_dir=str(artifacts_dir.parent.resolve()),
-            ident=artifacts_dir.name,
-            playbook=str(playbook.resolve()),
-            inventory=inventory_path(inventory),
-            limit=",".join(limit) if limit else None,
-            extravars=extravars or {},
-            envvars=env,
-            cmdline=cmdline or None,
-            # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
-            fact_cache_type="none",
-            quiet=True,
-            event_handler=on_event,
-        )
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=private_dir,
+                artifact_dir=str(artifacts_dir.parent.resolve()),
+                ident=artifacts_dir.name,
+                playbook=str(playbook.resolve()),
+                inventory=inventory_path(inventory),
+                limit=",".join(limit) if limit else None,
+                extravars=extravars or {},
+                envvars=env,
+                cmdline=cmdline or None,
+                # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
+                fact_cache_type="none",
+                quiet=True,
+                event_handler=on_event,
+                status_handler=on_status,
+            )
+        finally:
+            scrub_command_file(artifacts_dir)  # a run that never reached "running" wrote it too
         rc, status = int(runner.rc if runner.rc is not None else -1), str(runner.status)
     duration = time.monotonic() - started
     events.sort(key=_counter)
     tally.over = True
     say(tally.line() + f" ({duration:.1f}s, exit {rc})")
-    ansible_env = {key: value for key, value in env.items() if key.startswith("ANSIBLE_")}
-    record = {"settings": settings, "ansible_env": ansible_env, "limit": limit, "extravars": extravars or {}}
-    (artifacts_dir / "gpufabric-run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    ansible_env = redact({key: value for key, value in env.items() if key.startswith("ANSIBLE_")})
+    record = {"settings": settings, "ansible_env": ansible_env, "limit": limit, "extravars": redact(extravars or {})}
+    output_file.write_atomically(artifacts_dir / "gpufabric-run.json", json.dumps(record, indent=2) + "\n")
     return PlaybookRun(rc, status, events, artifacts_dir, duration, list(covered), ansible_env)

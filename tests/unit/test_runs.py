@@ -6,6 +6,7 @@ playbook over local connections."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,70 @@ def test_artifacts_must_be_new_or_empty(tmp_path: Path) -> None:
         runs.check_artifacts(tmp_path)
     with pytest.raises(UserError, match=r"not a directory"):
         runs.check_artifacts(tmp_path / "old")
+    with pytest.raises(UserError, match=rf"^--artifacts {tmp_path}/old/run: {tmp_path}/old is a file, not a directory"):
+        runs.check_artifacts(tmp_path / "old" / "run")
+    with pytest.raises(UserError, match=r"^--artifacts /proc/gpufabric-runs: cannot create a directory in /proc"):
+        runs.check_artifacts(Path("/proc/gpufabric-runs"))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["old"]
+
+
+RUN_DIRS = [f"drift-20261201T0{n}0000Z" for n in range(5)] + ["drift-20261201T040000Z-2", "apply-20261201T000000Z"]
+
+
+def test_default_artifacts_keep_the_last_runs_of_their_kind_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    base = tmp_path / "gpufabric-runs"
+    for name in RUN_DIRS:
+        (base / name / "check").mkdir(parents=True)
+    (base / "drift-20261201T000000Z.txt").write_text("an operator's note\n")
+    (base / "drift-19991231T235959Z").write_text("a file named like a run\n")
+    (tmp_path / "elsewhere").mkdir()
+    (base / "drift-19991231T000000Z").symlink_to(tmp_path / "elsewhere")
+    (base / "mine").mkdir()
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "3")
+    new = runs.default_artifacts("drift")
+    assert not new.exists()
+    assert sorted(path.name for path in base.iterdir()) == sorted(
+        [
+            "apply-20261201T000000Z",  # another kind
+            "drift-20261201T040000Z",
+            "drift-20261201T040000Z-2",  # two kept, and the new run makes three
+            "drift-20261201T000000Z.txt",
+            "drift-19991231T235959Z",
+            "drift-19991231T000000Z",
+            "mine",
+        ]
+    )
+    assert (tmp_path / "elsewhere").is_dir()
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "0")  # keep every run
+    runs.default_artifacts("drift")
+    assert (base / "drift-20261201T040000Z").is_dir()
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", "2.5", "99999999"])
+def test_a_bad_keep_runs_is_a_user_error(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", value)
+    with pytest.raises(UserError, match=rf"^GPUFABRIC_KEEP_RUNS='{re.escape(value)}' \(environment\): not a count"):
+        runs.default_artifacts("apply")
+
+
+def test_secret_names_and_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFABRIC_SECRET_VARS", "site_pin, other")
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_SECRET"):
+        assert runs.is_secret(name), name
+    for name in ("NEBIUS_IAM_TOKEN", "OCI_CLI_PASSPHRASE", "db_password", "GCP_SERVICE_ACCOUNT_CONTENTS", "site_pin"):
+        assert runs.is_secret(name), name
+    for name in ("PATH", "AWS_REGION", "ANSIBLE_FORKS", "gpufabric_tier", "SITE_PIN"):
+        assert not runs.is_secret(name), name
+    value = {"who": "x", "site_pin": "1234", "nested": {"api_token": "t", "list": [{"Password": "p", "ok": 1}]}}
+    assert runs.redact(value) == {
+        "who": "x",
+        "site_pin": runs.REDACTED,
+        "nested": {"api_token": runs.REDACTED, "list": [{"Password": runs.REDACTED, "ok": 1}]},
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -261,6 +326,54 @@ def test_an_empty_limit_and_used_artifacts_are_refused(inventory: Path, playbook
     (used / "job_events").mkdir()
     with pytest.raises(UserError, match="already holds files"):
         runs.run_playbook(playbook, str(inventory), artifacts_dir=used)
+
+
+# The secrets reach ansible-playbook (the asserts compare lengths: no value is printed), and then
+# nothing under the artifacts holds one.
+SECRET_PLAYBOOK = """
+- name: Secrets test
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: The environment's credentials and the extra variables reached the run
+      ansible.builtin.assert:
+        that:
+          - lookup('env', 'AWS_SECRET_ACCESS_KEY') | length == 24
+          - lookup('env', 'NEBIUS_IAM_TOKEN') | length == 24
+          - db_password | length == 24
+          - site_pin | length == 24
+          - who == 'gpufabric'
+"""
+SECRETS = {
+    "AWS_SECRET_ACCESS_KEY": "fake-aws-secret-0123456789"[:24],
+    "AWS_SESSION_TOKEN": "fake-aws-session-0123456"[:24],
+    "NEBIUS_IAM_TOKEN": "fake-nebius-token-012345"[:24],
+    "GOOGLE_APPLICATION_CREDENTIALS": "/fake/gcp-key-012345.json",
+}
+
+
+def test_secrets_never_rest_in_the_artifacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GPUFABRIC_SECRET_VARS", "site_pin")
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text(f"gpu-1 ansible_connection=local ansible_python_interpreter={sys.executable}\n", encoding="utf-8")
+    playbook = tmp_path / "secrets.yml"
+    playbook.write_text(SECRET_PLAYBOOK, encoding="utf-8")
+    extravars = {"who": "gpufabric", "db_password": "fake-db-password-0123456", "site_pin": "fake-site-pin-0123456789"}
+    run = runs.run_playbook(playbook, str(hosts), extravars=extravars, artifacts_dir=tmp_path / "runs" / "apply")
+    assert (run.rc, run.status) == (0, "successful"), (run.artifacts_dir / "stdout").read_text()
+    secrets = [*SECRETS.values(), extravars["db_password"], extravars["site_pin"]]
+    for path in run.artifacts_dir.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert not [secret for secret in secrets if secret in text], path
+    command = json.loads((run.artifacts_dir / "command").read_text())
+    assert command["env"]["AWS_SECRET_ACCESS_KEY"] == runs.REDACTED
+    assert command["env"]["PATH"], "only secrets are redacted"
+    assert not any("fake" in arg for arg in command["command"]), "extra variables never on the command line"
+    record = json.loads((run.artifacts_dir / "gpufabric-run.json").read_text())
+    assert record["extravars"] == {"who": "gpufabric", "db_password": runs.REDACTED, "site_pin": runs.REDACTED}
 
 
 def test_tally_shortens_a_roles_argument_check_to_its_first_part() -> None:
