@@ -23,7 +23,9 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,7 @@ class Rail:
     nad_name: str
     physical_function: str | None  # PF netdev name where the profile names it (pfNames selector)
     ipam_range: str
+    vfs: int = 0  # VFs across the fleet that take an address from ipam_range (one per pod interface at most)
 
 
 @dataclass
@@ -221,12 +224,17 @@ def networks(
         base_resource = "rdma_vf_" + slug.replace("-", "_")
         base_nad = f"rdma-{slug}"
         ipam = options.ipam_range or PLACEHOLDER_IPAM_RANGE
+        layouts = [plan["hosts"][host]["sriov"] for host in network.hosts]
         if per_rail:
             ranges = _rail_ranges(ipam, len(interfaces), "--ipam-range")
+            per_rail_vfs = sum(host_layout["vfs_per_nic"] for host_layout in layouts)  # one PF of each host per rail
             for index, (interface, subnet) in enumerate(zip(interfaces, ranges, strict=True)):
-                network.rails.append(Rail(f"{base_resource}_rail{index}", f"{base_nad}-rail{index}", interface, subnet))
+                network.rails.append(
+                    Rail(f"{base_resource}_rail{index}", f"{base_nad}-rail{index}", interface, subnet, per_rail_vfs)
+                )
         else:
-            network.rails.append(Rail(base_resource, base_nad, None, str(_network(ipam, "--ipam-range"))))
+            all_vfs = sum(host_layout["vfs"] for host_layout in layouts)
+            network.rails.append(Rail(base_resource, base_nad, None, str(_network(ipam, "--ipam-range")), all_vfs))
         for rail in network.rails:
             if not RESOURCE_NAME.match(rail.resource_name) or len(rail.resource_name) > 63:
                 raise UserError(f"profile {name}: resource name {rail.resource_name!r} is not usable; shorten the name")
@@ -245,6 +253,62 @@ def networks(
         result.append(network)
     _check_overlap(result)
     return result
+
+
+def layout_warnings(result: list[ProfileNetwork], plan: dict[str, Any]) -> list[str]:
+    """Hosts of one profile whose VF layouts differ: the files and the README describe the first host's."""
+    warnings = []
+    for network in result:
+        shapes = {
+            host: (plan["hosts"][host]["sriov"]["nics"], plan["hosts"][host]["sriov"]["vfs_per_nic"])
+            for host in network.hosts
+        }
+        if len(set(shapes.values())) > 1:
+            listed = ", ".join(f"{host} {nics} PFs x {vfs} VFs" for host, (nics, vfs) in shapes.items())
+            warnings.append(
+                f"profile {network.profile}: its hosts differ in their VF layout ({listed}); the README and the pod "
+                f"snippet show {network.hosts[0]}'s; give them the same sriov_num_vfs and sriov_physical_functions"
+            )
+    return warnings
+
+
+def _usable(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> int:
+    """Addresses whereabouts can hand out: the range less its first and last address (network, broadcast)."""
+    return max(network.num_addresses - 2, 0)
+
+
+def range_warnings(result: list[ProfileNetwork], options: Options) -> list[str]:
+    """Ranges that cannot work: too few addresses for the VFs they must address, or overlapping ranges.
+
+    whereabouts keeps one address pool per range: rails of different profiles with the very same range share it
+    (their VFs add up); two different ranges that overlap are two pools that can hand out the same address.
+    """
+    source = "--ipam-range" if options.ipam_range else f"the placeholder range {PLACEHOLDER_IPAM_RANGE}"
+    pools: dict[ipaddress.IPv4Network | ipaddress.IPv6Network, list[Rail]] = {}
+    for network in result:
+        for rail in network.rails:
+            pools.setdefault(ipaddress.ip_network(rail.ipam_range), []).append(rail)
+    warnings = []
+    for subnet, rails in pools.items():
+        needed = sum(rail.vfs for rail in rails)
+        if needed > _usable(subnet):
+            users = ", ".join(rail.nad_name for rail in rails)
+            warnings.append(
+                f"{source} gives {users} the range {subnet}: {_usable(subnet)} addresses for {needed} VFs; "
+                "give a larger range"
+            )
+    named = [(", ".join(rail.nad_name for rail in rails), subnet) for subnet, rails in pools.items()]
+    if options.storage_interface:
+        storage = options.storage_ipam_range or PLACEHOLDER_STORAGE_RANGE
+        named.append((STORAGE_NAD, ipaddress.ip_network(storage)))
+    for index, (first_name, first) in enumerate(named):
+        for second_name, second in named[index + 1 :]:
+            if first.version == second.version and first.overlaps(second):
+                warnings.append(
+                    f"{first} ({first_name}) overlaps {second} ({second_name}): whereabouts keeps one pool per "
+                    "range, so both can hand out the same address; give ranges that do not overlap"
+                )
+    return warnings
 
 
 def _check_overlap(result: list[ProfileNetwork]) -> None:
@@ -357,7 +421,9 @@ def _header(inventory: str, lines: list[str]) -> str:
     return "\n".join(text) + "\n---\n"
 
 
-def manifests(result: list[ProfileNetwork], options: Options, inventory: str) -> dict[str, str]:
+def manifests(
+    result: list[ProfileNetwork], options: Options, inventory: str, warnings: Sequence[str] = ()
+) -> dict[str, str]:
     """File name -> text; kubectl applies the .yaml files in name order, the README is left alone."""
     files: dict[str, str] = {}
     configmap = {
@@ -396,7 +462,7 @@ def manifests(result: list[ProfileNetwork], options: Options, inventory: str) ->
             )
         storage = _nad(STORAGE_NAD, options.namespace, storage_config(options.storage_interface, storage_range), None)
         files[f"20-nad-{STORAGE_NAD}.yaml"] = _header(inventory, lines) + _yaml([storage])
-    files["README.md"] = readme(result, options, inventory, sorted(files))
+    files["README.md"] = readme(result, options, inventory, sorted(files), warnings)
     return files
 
 
@@ -433,12 +499,22 @@ def pod_snippet(network: ProfileNetwork, options: Options) -> dict[str, Any]:
     }
 
 
-def readme(result: list[ProfileNetwork], options: Options, inventory: str, file_names: list[str]) -> str:
+def readme(
+    result: list[ProfileNetwork],
+    options: Options,
+    inventory: str,
+    file_names: list[str],
+    warnings: Sequence[str] = (),
+) -> str:
     out: list[str] = []
     add = out.append
     add("# SR-IOV Kubernetes manifests\n")
     add(f"Generated by `gpufabric k8s manifests -i {inventory}` from the same plan the `sriov` role applies")
     add("(`gpufabric plan -i INVENTORY` shows the VF layout per host). Regenerate instead of editing.\n")
+    if warnings:
+        add("## Warnings\n")
+        out.extend(f"- **WARNING:** {warning}" for warning in warnings)
+        add("")
     add("## What was generated\n")
     add("| file | objects |")
     add("|---|---|")
@@ -628,12 +704,28 @@ def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path
     return [directory / name for name in files if name != MARKER]
 
 
+def _stderr_warning(text: str) -> None:
+    sys.stderr.write(f"warning: {text}\n")
+
+
 def generate(
-    inventory: str, tier: str | None, catalog_files: list[Path] | None, options: Options
+    inventory: str,
+    tier: str | None,
+    catalog_files: list[Path] | None,
+    options: Options,
+    warn: Callable[[str], None] = _stderr_warning,
 ) -> tuple[list[ProfileNetwork], dict[str, str]]:
-    """Plan the fleet and build every file (nothing written yet)."""
+    """Plan the fleet and build every file (nothing written yet).
+
+    Every host's SR-IOV variables pass the sriov role's own check (through the plan); what would make the files
+    wrong without being an error (too few addresses, overlapping ranges, hosts that differ) is given to ``warn``
+    and written into the README.
+    """
     check_options(options)
     plan = fleet_plan(inventory, tier, catalog_files)
     catalog = fabric_catalog.load(catalog_files)
     result = networks(plan, catalog, tier, options, inventory)
-    return result, manifests(result, options, inventory)
+    warnings = [*layout_warnings(result, plan), *range_warnings(result, options)]
+    for warning in warnings:
+        warn(warning)
+    return result, manifests(result, options, inventory, warnings)

@@ -36,17 +36,29 @@ def fleet_plan(
     catalog = fabric_catalog.load(catalog_files)
     roles_present = planner.available_roles()
     hosts: dict[str, Any] = {}
-    inventory_vars = host_vars(inventory)
+    inventory_vars = {name: _plain(variables) for name, variables in host_vars(inventory).items()}
     for name, variables in sorted(inventory_vars.items()):
         try:
             hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
-        except planner.PlanError as exc:  # only a host's own gpufabric_tier can be wrong here
+        except planner.PlanError as exc:  # a host var of the wrong type, or an unknown tier
             raise UserError(f"host {name}: {exc}") from None
     if probe:
         answers = hardware_probe.gather(inventory)
         for name, host in hosts.items():
             hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
     return {"hosts": hosts}
+
+
+def _plain(value: Any) -> Any:
+    """Host vars as Ansible sees them: ansible-inventory --list prints an unsafe value (`!unsafe`, every value
+    an inventory plugin sets) as {"__ansible_unsafe": text}; the plan reads the text, as a playbook would."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def render(plan: dict[str, Any], console: Console) -> None:

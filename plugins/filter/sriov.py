@@ -61,7 +61,6 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov, sr
 
 PCI_FULL = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 PCI_SHORT = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-SCHEMES = ("derived", "explicit", "kernel")
 VF_KEYS = ("index", "mac", "guid", "node_guid", "port_guid", "trust", "spoofchk", "vlan")
 FIRMWARE_LINK_TYPES = ("auto", "IB", "ETH", "keep")
 NIC_KINDS = ("connectx_ib", "connectx_roce")
@@ -152,9 +151,6 @@ def _check_settings(settings: dict[str, Any], link_type: str, errors: list[str])
         errors.append(
             "sriov_mode verify reads the live host and cannot run with sriov_bake: true; accepted: one of them"
         )
-    scheme = settings.get("address_scheme", "derived")
-    if scheme not in SCHEMES:
-        errors.append(f"sriov_address_scheme {scheme!r} is not a scheme; accepted: {', '.join(SCHEMES)}")
     ethernet_only = {"trust": settings.get("trust"), "spoofchk": settings.get("spoofchk")}
     for name, value in ethernet_only.items():
         if value is not None and not isinstance(value, bool):
@@ -190,19 +186,6 @@ def _check_settings(settings: dict[str, Any], link_type: str, errors: list[str])
         errors.append(
             f"sriov_config_path {path!r} is not an absolute file path; accepted: e.g. /etc/gpufabric/sriov.json"
         )
-
-
-def _num_vfs(settings: dict[str, Any], layout: dict[str, Any], errors: list[str]) -> int:
-    value = settings.get("num_vfs")
-    if value is None:
-        return int(layout["vfs_per_nic"])
-    if not _is_int(value) or value < 0:
-        errors.append(
-            f"sriov_num_vfs {value!r} is not a VF count; accepted: an integer >= 0, "
-            "or null for the profile's vfs_per_nic"
-        )
-        return 0
-    return value
 
 
 def _vf_lists(settings: dict[str, Any], errors: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -263,19 +246,16 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any], hardware: dict[str, 
     link_type = layout["link_type"]
     result["link_type"] = link_type
     result["pci_ids"] = list(gpu.get("pci_ids") or [])
+    # The layout variables go through the one check `gpufabric plan` and `k8s manifests` run too.
+    chosen, layout_errors = sriov.layout_vars({key: settings.get(key) for key in sriov.LAYOUT_VARS})
+    errors.extend(layout_errors)
     _check_settings(settings, link_type, errors)
-    num_vfs = result["num_vfs"] = _num_vfs(settings, layout, errors)
+    num_vfs = result["num_vfs"] = layout["vfs_per_nic"] if chosen["num_vfs"] is None else chosen["num_vfs"]
     vf_lists = _vf_lists(settings, errors)
-    requested = settings.get("physical_functions") or []
-    if not isinstance(requested, list) or not all(isinstance(name, str) and name for name in requested):
-        errors.append(
-            f"sriov_physical_functions {requested!r} is not a list of names; accepted: netdev names, RDMA device "
-            "names or PCI addresses"
-        )
-        requested = []
+    requested = chosen["physical_functions"]
     shared = {
         "num_vfs": num_vfs,
-        "address_scheme": settings.get("address_scheme", "derived"),
+        "address_scheme": chosen["address_scheme"],
         "trust": settings.get("trust"),
         "spoofchk": settings.get("spoofchk"),
         "vlan": settings.get("vlan"),

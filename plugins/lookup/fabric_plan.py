@@ -16,20 +16,23 @@ description:
   - This is the same code that C(gpufabric plan) runs, so the playbook applies what the plan shows.
 options:
   profile:
-    description: Catalog profile name such as C(gcp/a3-megagpu-8g); wins over O(cloud) and O(instance_type).
-    type: str
+    description:
+      - Catalog profile name such as C(gcp/a3-megagpu-8g); wins over O(cloud) and O(instance_type).
+      - O(profile), O(cloud), O(instance_type) and O(tier) take the host vars as they are; one that is not text (a
+        list, a mapping) fails with an error naming the host var, its value and what is accepted.
+    type: raw
     default: ""
   cloud:
     description: Cloud of the host (C(gcp), C(aws), C(azure), C(nebius), C(oci), C(baremetal)).
-    type: str
+    type: raw
     default: ""
   instance_type:
     description: Instance type (machine type, VM size, shape or preset platform) of the host.
-    type: str
+    type: raw
     default: ""
   tier:
     description: C(best) or C(standard).
-    type: str
+    type: raw
     default: best
   catalog_files:
     description: Override catalog files merged over the built-in catalog, in order.
@@ -76,5 +79,7 @@ class LookupModule(LookupBase):
                 "gpufabric_instance_type": self.get_option("instance_type"),
             }
             return [plan_host(hostvars, catalog, tier=self.get_option("tier"), tier_source="lookup option tier")]
-        except (CatalogError, PlanError) as exc:
+        except CatalogError as exc:
             raise AnsibleLookupError(f"gpufabric catalog: {exc}") from None
+        except PlanError as exc:  # a host var of the wrong type or an unknown tier
+            raise AnsibleLookupError(f"gpufabric plan: {exc}") from None

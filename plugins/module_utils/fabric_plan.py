@@ -12,7 +12,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import TIERS, Catalog
+from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
+from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import CLOUDS, TIERS, Catalog
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 UNKNOWN = "unknown"
@@ -28,8 +29,28 @@ def available_roles(roles_dir: Path = ROLES_DIR) -> set[str]:
     return {path.parent.parent.name for path in roles_dir.glob("*/tasks/main.yml")}
 
 
+# Host vars that name things: text only (a list or a mapping here is a typo in the inventory, and Python would
+# hash, iterate or print it instead of refusing it). What each accepts, for the error.
+TEXT_VARS = {
+    "gpufabric_profile": "a catalog profile name such as gcp/a3-megagpu-8g (`gpufabric catalog list`)",
+    "gpufabric_cloud": f"one of {', '.join(CLOUDS)}",
+    "gpufabric_instance_type": "the cloud's name of the instance type, such as p5.48xlarge",
+    "gpufabric_tier": f"one of {', '.join(TIERS)}",
+}
+_KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
+
+
+def check_host_vars(hostvars: dict[str, Any]) -> None:
+    """Refuse a host var of TEXT_VARS that is not text (null means unset), naming it, its value and what is accepted."""
+    for name, accepted in TEXT_VARS.items():
+        value = hostvars.get(name)
+        if value is not None and not isinstance(value, str):
+            kind = next((text for python, text in _KINDS.items() if isinstance(value, python)), type(value).__name__)
+            raise PlanError(f"host var {name} {value!r} is {kind}, not text; accepted: {accepted}")
+
+
 def check_tier(tier: str, where: str) -> str:
-    if tier not in TIERS:
+    if not isinstance(tier, str) or tier not in TIERS:
         raise PlanError(f"unknown tier {tier!r} ({where}); accepted: {', '.join(TIERS)}")
     return tier
 
@@ -54,12 +75,15 @@ def resolve_profile(hostvars: dict[str, Any], catalog: Catalog) -> tuple[str | N
 def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any]:
     """The VFs the sriov role carves from the profile's GPU-network NICs (physical functions).
 
-    The role's own inventory variables win over the profile, as they do when it runs.
+    The role's own inventory variables win over the profile, as they do when it runs, and are checked by the
+    role's own check (module_utils/sriov.py): what the role refuses, the plan refuses.
     """
     nics = profile["nics"]["gpu"]
-    chosen = hostvars.get("sriov_physical_functions") or []
-    per_nic = hostvars.get("sriov_num_vfs")
-    per_nic = profile["sriov"]["vfs_per_nic"] if per_nic in (None, "") else int(per_nic)
+    settings, errors = sriov.layout_vars({key: hostvars.get(f"sriov_{key}") for key in sriov.LAYOUT_VARS})
+    if errors:
+        raise PlanError("; ".join(f"host var {error}" for error in errors))
+    chosen = settings["physical_functions"]
+    per_nic = profile["sriov"]["vfs_per_nic"] if settings["num_vfs"] is None else settings["num_vfs"]
     count = len(chosen) if chosen else nics["count"]
     return {
         "vfs_per_nic": per_nic,
@@ -67,9 +91,8 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
         "vfs": per_nic * count,
         "link_type": "infiniband" if nics["kind"] == "connectx_ib" else "ethernet",
         # By name where the inventory or the profile names them; else the role selects the profile's NICs by PCI id.
-        "physical_functions": [str(pf) for pf in chosen]
-        or list(nics.get("rdma_devices") or nics.get("interfaces") or []),
-        "address_scheme": str(hostvars.get("sriov_address_scheme") or "derived"),
+        "physical_functions": chosen or list(nics.get("rdma_devices") or nics.get("interfaces") or []),
+        "address_scheme": settings["address_scheme"],
     }
 
 
@@ -81,8 +104,10 @@ def plan_host(
     tier_source: str = "--tier",
 ) -> dict[str, Any]:
     """The plan for one host. ``tier`` (named by ``tier_source``) beats the host var."""
+    check_host_vars(hostvars)
     if tier is None:
-        tier = check_tier(str(hostvars.get("gpufabric_tier", DEFAULT_TIER)), "host var gpufabric_tier")
+        given = hostvars.get("gpufabric_tier")
+        tier = check_tier(DEFAULT_TIER if given is None else given, "host var gpufabric_tier")
     else:
         tier = check_tier(tier, tier_source)
     present = available_roles() if roles_present is None else roles_present

@@ -412,6 +412,44 @@ def duplicate_addresses(vf_lists: list[list[dict[str, Any]]] | dict[str, list[di
     return [f"{key} {value} on {', '.join(who)}" for (key, value), who in sorted(owners.items()) if len(who) > 1]
 
 
+# The inventory variables that shape the VF layout. The role (filter sriov_plan), `gpufabric plan` and
+# `gpufabric k8s manifests` (module_utils/fabric_plan.py) all check them here, so none of them accepts
+# what another refuses.
+LAYOUT_VARS = ("physical_functions", "num_vfs", "address_scheme")
+
+
+def layout_vars(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """sriov_physical_functions, sriov_num_vfs and sriov_address_scheme checked: (normalized, errors).
+
+    ``values`` holds them without the ``sriov_`` prefix; absent or null means the default. Normalized:
+    ``physical_functions`` a list of names (a string is ONE physical function, never its characters),
+    ``num_vfs`` an integer >= 0 or None (the profile's vfs_per_nic), ``address_scheme`` one of SCHEMES.
+    Each error is one sentence naming the variable, its value and what is accepted.
+    """
+    errors: list[str] = []
+    given = values.get("physical_functions")
+    names = [] if given is None or given == "" else [given] if isinstance(given, str) else given
+    if not isinstance(names, list) or not all(isinstance(name, str) and name.strip() for name in names):
+        errors.append(
+            f"sriov_physical_functions {given!r} is not a list of names; accepted: a list of netdev names, RDMA "
+            "device names or PCI addresses, or one such name"
+        )
+        names = []
+    count = values.get("num_vfs")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        errors.append(
+            f"sriov_num_vfs {count!r} is not a VF count; accepted: an integer >= 0, or null for the profile's "
+            "vfs_per_nic"
+        )
+        count = None
+    scheme = values.get("address_scheme")
+    scheme = "derived" if scheme is None else scheme
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        errors.append(f"sriov_address_scheme {scheme!r} is not a scheme; accepted: {', '.join(SCHEMES)}")
+        scheme = "derived"
+    return {"physical_functions": list(names), "num_vfs": count, "address_scheme": scheme}, errors
+
+
 # ---------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------
