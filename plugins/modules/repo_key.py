@@ -77,8 +77,10 @@ extends_documentation_fragment:
   - ansible.builtin.files
 attributes:
   check_mode:
+    description: Fetches and verifies the key, writes nothing, and reports whether the keyring would change.
     support: full
   diff_mode:
+    description: Shows the keyring's format and fingerprints before and after.
     support: full
 """
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg (
 @pytest.fixture(scope="module")
 def keys() -> dict[str, Any]:
     binary, fpr = aptrepo.export_key("run")
-    armored, _ = aptrepo.export_key("run", armored=True)
+    armored = aptrepo.export_key("run", armored=True)[0]
     other, other_fpr = aptrepo.export_key("other")
     secret = aptrepo._gpg(
         aptrepo._key("run"), "--pinentry-mode", "loopback", "--passphrase", "", "--export-secret-keys", fpr
