@@ -5,8 +5,9 @@ The run goes through gpufabric.runs (ansible-runner, the inventory's own connect
 Ansible settings, artifacts kept). The per-host summary comes from the run's events: the task
 counts of the play recap, the first error, and `gpufabric_reboot_required`, which site.yml's last
 task sets on every host that finished the play. Exit 0 when every host ran to its end (or was
-skipped by site.yml for want of a profile), 1 when one failed, was unreachable, or never got to
-run (the play stopped first: --max-fail, or a whole --serial batch failed).
+excluded on purpose: gpufabric_managed: false), 1 when one failed, was unreachable, was left alone
+for want of a catalog profile (unmanaged), or never got to run (the play stopped first: --max-fail,
+or a whole --serial batch failed).
 """
 
 from __future__ import annotations
@@ -29,19 +30,20 @@ from gpufabric.errors import UserError
 TIERS = ("best", "standard")
 EXIT_OK, EXIT_FAILED = 0, 1
 # Per-host states, worst first.
-STATES = ("unreachable", "failed", "stopped", "changed", "ok", "skipped")
+STATES = ("unreachable", "failed", "stopped", "unmanaged", "changed", "ok")
 STATE_STYLE = {
     "unreachable": "bold red",
     "failed": "bold red",
     "stopped": "bold red",
+    "unmanaged": "bold magenta",
     "changed": "yellow",
     "ok": "green",
-    "skipped": "dim",
 }
 BAD_STATES = ("unreachable", "failed", "stopped")
-_SERIAL = re.compile(r"^\s*(\d+)\s*(%?)\s*$")
-# site.yml's message for a host it leaves alone because no catalog profile fits it.
-_SKIPPED_PREFIX = "SKIPPED "
+_SERIAL = re.compile(r"^\s*(\d{1,12})\s*(%?)\s*$")
+# Ansible's batching slows down with the serial number itself (at 10**20 it never ends), and no fleet
+# is this large: a batch of more hosts than the inventory holds is the whole inventory anyway.
+MAX_SERIAL = 100_000
 
 
 @dataclass
@@ -69,6 +71,14 @@ class HostSummary:
     reboot_required: bool | None = None  # None: the host did not reach site.yml's last task
     error: str | None = None
     state: str = "ok"
+    unmanaged: dict[str, str] | None = None  # {"code", "reason"}: site.yml left the host alone
+
+    @property
+    def bad(self) -> bool:
+        """Counts against the run: failed, unreachable, stopped, or unmanaged but not excluded on purpose."""
+        if self.state == "unmanaged":
+            return self.unmanaged is None or self.unmanaged["code"] != drift_report.EXCLUDED
+        return self.state in BAD_STATES
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +90,7 @@ class HostSummary:
             "skipped": self.skipped,
             "reboot_required": self.reboot_required,
             "error": self.error,
+            "unmanaged": dict(self.unmanaged) if self.unmanaged else None,
         }
 
 
@@ -92,7 +103,7 @@ class ApplyResult:
 
     @property
     def exit_code(self) -> int:
-        bad = any(host.state in BAD_STATES for host in self.hosts.values())
+        bad = any(host.bad for host in self.hosts.values())
         return EXIT_FAILED if bad or self.problems else EXIT_OK
 
     def hosts_in(self, state: str) -> list[str]:
@@ -106,7 +117,7 @@ def parse_tier(tier: str | None) -> str | None:
 
 
 def parse_serial(value: str | None) -> int | str | None:
-    """--serial N (hosts per batch, N >= 1) or P% (1-100) -> Ansible's serial keyword value."""
+    """--serial N (hosts per batch, 1 to MAX_SERIAL) or P% (1-100) -> Ansible's serial keyword value."""
     if value is None:
         return None
     match = _SERIAL.match(value)
@@ -114,9 +125,11 @@ def parse_serial(value: str | None) -> int | str | None:
         number, percent = int(match.group(1)), match.group(2)
         if percent and 1 <= number <= 100:
             return f"{number}%"
-        if not percent and number >= 1:
+        if not percent and 1 <= number <= MAX_SERIAL:
             return number
-    raise UserError(f"--serial {value!r}: give a number of hosts per batch (1 or more) or a percentage (1%-100%)")
+    raise UserError(
+        f"--serial {value!r}: give a number of hosts per batch (1 to {MAX_SERIAL:,}) or a percentage (1%-100%)"
+    )
 
 
 def parse_max_fail(value: str | None) -> int | None:
@@ -155,10 +168,9 @@ def extra_vars(
     return variables
 
 
-def _facts_and_skips(events: list[dict[str, Any]]) -> tuple[dict[str, bool], set[str], bool]:
-    """(reboot fact per host that finished, hosts site.yml skipped, whether the play was stopped)."""
+def _reboot_facts(events: list[dict[str, Any]]) -> tuple[dict[str, bool], bool]:
+    """(reboot fact per host that finished, whether the play was stopped)."""
     reboot: dict[str, bool] = {}
-    skipped: set[str] = set()
     stopped = False
     for event in events:
         kind = event.get("event")
@@ -172,16 +184,13 @@ def _facts_and_skips(events: list[dict[str, Any]]) -> tuple[dict[str, bool], set
         facts = runs.as_mapping(res.get("ansible_facts"))
         if runs.REBOOT_FACT in facts:
             reboot[host] = facts[runs.REBOOT_FACT] in (True, "True", "true")
-        message = res.get("msg")
-        if isinstance(message, str) and message.startswith(f"{_SKIPPED_PREFIX}{host}:"):
-            skipped.add(host)
-    return reboot, skipped, stopped
+    return reboot, stopped
 
 
 def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
     """Per-host summaries of a site.yml run (every host the run was meant to cover is listed)."""
     seen = drift_report.summarize(run.events, expected_hosts=run.hosts)
-    reboot, skipped, stopped = _facts_and_skips(run.events)
+    reboot, stopped = _reboot_facts(run.events)
     ran = _hosts_in_events(run.events)
     hosts: dict[str, HostSummary] = {}
     problems: list[str] = []
@@ -202,11 +211,11 @@ def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
             summary.error = "the host never ran: the play stopped before its batch, or the run broke"
         elif drift.state in ("unreachable", "failed"):
             summary.state = drift.state
+        elif drift.unmanaged is not None:
+            summary.state, summary.unmanaged = "unmanaged", drift.unmanaged
+            summary.error = f"not managed ({drift.unmanaged['code']}): {drift.unmanaged['reason']}"
         elif name in reboot:
             summary.state = "changed" if summary.changed else "ok"
-        elif name in skipped:
-            summary.state = "skipped"
-            summary.error = "no catalog profile fits this host (site.yml skipped it)"
         else:
             summary.state = "stopped"
             summary.error = (
@@ -256,6 +265,8 @@ def execute(
     serial = parse_serial(options.serial)
     max_fail = parse_max_fail(options.max_fail)
     limit = parse_limit(options.limit)
+    # A missing or invalid --catalog is refused here, before any host is touched (as `plan` does).
+    fabric_catalog.load(options.catalog_files)
     if artifacts_dir is None:
         base = options.artifacts or runs.default_artifacts("apply")
         runs.check_artifacts(base)

@@ -6,7 +6,8 @@ reads its events, with the inventory's hosts (after --limit) as the expected hos
 never answered is unreachable, never clean. With --remediate, the hosts that drifted (and only
 those: failed or unreachable ones are left for a person) get `gpufabric apply` limited to them,
 then the whole selection is checked once more. The reports and the exit code describe the last
-check: 0 clean, 2 drifted, 1 a host failed or was unreachable or the check itself broke.
+check: 0 clean, 2 drifted, 1 a host failed, was unreachable or is not managed (no catalog profile,
+unless excluded on purpose) or the check itself broke.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gpufabric import ansible_settings, apply, drift_report, runs
+from gpufabric import catalog as fabric_catalog
 from gpufabric.errors import UserError
 
 
@@ -105,10 +107,17 @@ def _artifacts_base(options: DriftOptions) -> Path:
     return base
 
 
-def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift_report.DriftResult:
-    """One check of the inventory's hosts (after --limit); artifacts in <base>/check."""
+def _check_options(options: DriftOptions) -> None:
+    """Every option that can be wrong, before any host is touched; a missing or invalid --catalog too."""
     apply.parse_tier(options.tier)
     ansible_settings.parse_name(options.settings)
+    apply.parse_limit(options.limit)
+    fabric_catalog.load(options.catalog_files)
+
+
+def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift_report.DriftResult:
+    """One check of the inventory's hosts (after --limit); artifacts in <base>/check."""
+    _check_options(options)
     base = _artifacts_base(options)
     hosts = runs.inventory_hosts(options.inventory, apply.parse_limit(options.limit))
     return run_check(options, base / "check", hosts, progress)
@@ -168,8 +177,7 @@ def execute(
     watch: Callable[[runs.Tally], None] | None = None,
 ) -> DriftOutcome:
     """Check, and with --remediate apply to the drifted hosts and check again; write the reports."""
-    apply.parse_tier(options.tier)
-    ansible_settings.parse_name(options.settings)
+    _check_options(options)
     limit = apply.parse_limit(options.limit)
     _check_report_paths(options)
     base = _artifacts_base(options)

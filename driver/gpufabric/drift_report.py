@@ -9,10 +9,13 @@ the exit code rule are documented in docs/drift.md.
 Per host the state is one of (worst first):
   unreachable  a task could not reach it (or it was expected and never appeared): never clean
   failed       a task failed (ignored failures do not count; with the run's stats, rescued ones don't)
+  unmanaged    site.yml left it alone: no profile, a profile the catalog does not know, or excluded
+               on purpose (gpufabric_managed: false); its code and reason come from the plan
   drifted      at least one task would change it
   clean        it ran and nothing would change
-Exit code: 1 when any host is failed or unreachable or the run itself is incomplete (the drift
-picture is not whole: that wins over drift), else 2 when any host drifted, else 0.
+Exit code: 1 when any host is failed, unreachable or unmanaged (but excluded on purpose) or the run
+itself is incomplete (the drift picture is not whole: that wins over drift), else 2 when any host
+drifted, else 0.
 """
 
 from __future__ import annotations
@@ -38,8 +41,18 @@ from gpufabric.output_file import write_atomically as write_atomically  # the re
 
 REPORT_VERSION = 1
 # Worst first: a host's state, and the order of every per-state listing.
-STATES = ("unreachable", "failed", "drifted", "clean")
-STATE_STYLE = {"clean": "green", "drifted": "yellow", "failed": "bold red", "unreachable": "bold red"}
+STATES = ("unreachable", "failed", "unmanaged", "drifted", "clean")
+STATE_STYLE = {
+    "clean": "green",
+    "drifted": "yellow",
+    "unmanaged": "bold magenta",
+    "failed": "bold red",
+    "unreachable": "bold red",
+}
+# The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
+UNMANAGED_FACT = "gpufabric_unmanaged"
+# The one unmanaged code that is the operator's choice: it does not make a run fail.
+EXCLUDED = "excluded"
 EXIT_CLEAN, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 # Tasks outside any role (pre_tasks, tasks, handlers of the playbook itself) are grouped here.
 PLAYBOOK_ROLE = "playbook"
@@ -132,6 +145,12 @@ class HostDrift:
     changes: list[TaskChange] = field(default_factory=list)
     errors: list[TaskError] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    unmanaged: dict[str, str] | None = None  # {"code", "reason"} when site.yml left the host alone
+
+    @property
+    def excluded(self) -> bool:
+        """Left alone because the operator said so: reported, but it does not fail the run."""
+        return self.state == "unmanaged" and self.unmanaged is not None and self.unmanaged["code"] == EXCLUDED
 
     def drifted_roles(self) -> list[str]:
         return _unique(change.role for change in self.changes)
@@ -145,6 +164,7 @@ class HostDrift:
     def as_dict(self) -> dict[str, Any]:
         return {
             "state": self.state,
+            "unmanaged": dict(self.unmanaged) if self.unmanaged else None,
             "counts": dict(self.counts),
             "changed_tasks": len(self.changes),
             "drifted_roles": self.drifted_roles(),
@@ -175,13 +195,11 @@ class DriftResult:
 
     @property
     def state(self) -> str:
-        """The worst host state ("clean" for no host); "failed" when the run itself has a problem."""
+        """The worst state of the hosts that count ("clean" for none); "failed" when the run itself has a problem."""
         if self.problems and not (self.hosts_in("unreachable") or self.hosts_in("failed")):
             return "failed"
-        for state in STATES:
-            if self.hosts_in(state):
-                return state
-        return "clean"
+        counted = {host.state for host in self.hosts.values() if not host.excluded}
+        return next((state for state in STATES if state in counted), "clean")
 
     @property
     def exit_code(self) -> int:
@@ -353,6 +371,9 @@ def summarize(
         host.saw_role(role)
         if kind == "runner_on_ok":
             host.event_counts["ok"] += 1
+            verdict = _unmanaged_verdict(res)
+            if verdict is not None:
+                host.drift.unmanaged = verdict
             side = side_diffs.get((host.drift.host, str(data.get("task_uuid"))), [])
             # An emptied result (over ansible-runner's MAX_EVENT_RES) keeps no `changed`: a real
             # difference in its file_diff events is the evidence left.
@@ -396,6 +417,15 @@ def summarize(
             host.saw_role(PLAYBOOK_ROLE)
         result_hosts[name] = host.drift
     return DriftResult(result_hosts, started, finished, playbook, problems)
+
+
+def _unmanaged_verdict(res: Mapping[str, Any]) -> dict[str, str] | None:
+    """site.yml's gpufabric_unmanaged fact in a task result, as {"code", "reason"}."""
+    facts = res.get("ansible_facts")
+    verdict = facts.get(UNMANAGED_FACT) if isinstance(facts, Mapping) else None
+    if not isinstance(verdict, Mapping):
+        return None
+    return {"code": str(verdict.get("code") or "unknown_profile"), "reason": str(verdict.get("reason") or "")}
 
 
 def _change(task: str, role: str, data: Mapping[str, Any], res: Mapping[str, Any], side: list[Any]) -> TaskChange:
@@ -449,12 +479,16 @@ def _state(host: _Host, stats: Mapping[str, Any] | None) -> str:
         return "unreachable"
     if failed:
         return "failed"
+    if host.drift.unmanaged is not None:
+        return "unmanaged"
     return "drifted" if host.drift.changes else "clean"
 
 
 def exit_code(result: DriftResult) -> int:
-    """0 clean, 2 drifted, 1 when a host failed or was unreachable or the run is incomplete (wins over 2)."""
-    if result.problems or result.hosts_in("failed") or result.hosts_in("unreachable"):
+    """0 clean, 2 drifted, 1 when a host failed, was unreachable or is unmanaged (not excluded on purpose)
+    or the run is incomplete (wins over 2)."""
+    unmanaged = [name for name in result.hosts_in("unmanaged") if not result.hosts[name].excluded]
+    if result.problems or result.hosts_in("failed") or result.hosts_in("unreachable") or unmanaged:
         return EXIT_ERROR
     if result.hosts_in("drifted"):
         return EXIT_DRIFT
@@ -580,27 +614,48 @@ def _testcase(host: HostDrift, role: str) -> tuple[ET.Element, str]:
     return case, "passed"
 
 
+def _unmanaged_testcase(host: HostDrift) -> tuple[ET.Element, str]:
+    """The one test case of a host site.yml left alone: a failure, skipped when excluded on purpose."""
+    verdict = host.unmanaged or {"code": "unknown_profile", "reason": ""}
+    case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": "managed", "time": "0"})
+    message = _xml_text(_headline(f"NOT MANAGED ({verdict['code']}): {verdict['reason']}"))
+    if host.excluded:
+        ET.SubElement(case, "skipped", {"message": message})
+        return case, "skipped"
+    element = ET.SubElement(case, "failure", {"type": "unmanaged", "message": message})
+    element.text = _xml_text(
+        f"{verdict['reason']}\ngpufabric did not check this host: give it a catalog profile "
+        "(gpufabric_profile, or gpufabric_cloud with gpufabric_instance_type), or exclude it on purpose "
+        "with gpufabric_managed: false"
+    )
+    return case, "failure"
+
+
 def to_junit(result: DriftResult) -> str:
     """JUnit XML: one testsuite per host, one testcase per host and role (classname host, name role)."""
     root = ET.Element("testsuites", {"name": "gpufabric drift"})
-    totals = {"tests": 0, "failures": 0, "errors": 0}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     timestamp = (result.started or result.finished or datetime.now(UTC)).replace(microsecond=0)
     for name, host in result.hosts.items():
         suite = ET.SubElement(root, "testsuite", {"name": _xml_text(name)})
-        counts = {"tests": 0, "failures": 0, "errors": 0}
-        for role in host.roles:
-            case, outcome = _testcase(host, role)
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        cases = [_unmanaged_testcase(host)] if host.state == "unmanaged" else [_testcase(host, r) for r in host.roles]
+        for case, outcome in cases:
             suite.append(case)
             counts["tests"] += 1
             if outcome == "failure":
                 counts["failures"] += 1
             elif outcome == "error":
                 counts["errors"] += 1
+            elif outcome == "skipped":
+                counts["skipped"] += 1
         properties = ET.Element("properties")
         ET.SubElement(properties, "property", {"name": "state", "value": host.state})
+        if host.unmanaged:
+            ET.SubElement(properties, "property", {"name": "unmanaged", "value": host.unmanaged["code"]})
         suite.insert(0, properties)
         suite.attrib.update({key: str(value) for key, value in counts.items()})
-        suite.attrib.update({"skipped": "0", "time": "0", "timestamp": timestamp.isoformat()})
+        suite.attrib.update({"time": "0", "timestamp": timestamp.isoformat()})
         for key in totals:
             totals[key] += counts[key]
     if result.problems:
@@ -648,7 +703,7 @@ def to_prometheus(result: DriftResult, *, now: datetime | None = None) -> str:
     _metric(
         lines,
         "gpufabric_drift_hosts",
-        "Hosts per state in the last gpufabric drift run (clean, drifted, failed, unreachable).",
+        "Hosts per state in the last gpufabric drift run (clean, drifted, unmanaged, failed, unreachable).",
         [({"state": state}, counts[state]) for state in STATES],
     )
     _metric(
@@ -675,8 +730,14 @@ def to_prometheus(result: DriftResult, *, now: datetime | None = None) -> str:
     )
     _metric(
         lines,
+        "gpufabric_drift_host_unmanaged",
+        "1 for a host the last gpufabric drift run did not check, by why (no_profile, unknown_profile, excluded).",
+        [({"host": name, "code": host.unmanaged["code"]}, 1) for name, host in result.hosts.items() if host.unmanaged],
+    )
+    _metric(
+        lines,
         "gpufabric_drift_exit_code",
-        "Exit code of the last gpufabric drift run: 0 clean, 2 drifted, 1 failed, unreachable or incomplete.",
+        "Exit code of the last gpufabric drift run: 0 clean, 2 drifted, 1 failed, unreachable, unmanaged, incomplete.",
         [({}, result.exit_code)],
     )
     duration = _duration(result)
@@ -709,9 +770,10 @@ def table(result: DriftResult) -> Table:
     output.add_column("drifted roles")
     output.add_column("changed tasks", justify="right")
     for name, host in result.hosts.items():
+        state = host.state.upper() + (f" ({host.unmanaged['code']})" if host.unmanaged else "")
         output.add_row(
             Text(name),
-            Text(host.state.upper(), style=STATE_STYLE[host.state]),
+            Text(state, style=STATE_STYLE[host.state]),
             Text(", ".join(host.drifted_roles()) or "-"),
             Text(str(len(host.changes))),
         )
@@ -741,10 +803,15 @@ def render(result: DriftResult, console: Console, *, diffs: bool = False) -> Non
                 f"{escape(error.message)}",
                 highlight=False,
             )
+        if host.state == "unmanaged" and host.unmanaged:
+            how = "excluded on purpose, not counted" if host.excluded else "not checked: the run fails"
+            console.print(
+                f"[magenta]not managed[/magenta] {escape(name)} ({escape(host.unmanaged['code'])}, {how}): "
+                f"{escape(host.unmanaged['reason'])}",
+                highlight=False,
+            )
     for problem in result.problems:
         console.print(f"[red]error[/red]: {escape(problem)}", highlight=False)
     counts = result.state_counts()
-    console.print(
-        ", ".join(f"{counts[state]} {state}" for state in reversed(STATES)) + f" (exit {result.exit_code})",
-        highlight=False,
-    )
+    shown = ", ".join(f"{counts[state]} {state}" for state in reversed(STATES) if counts[state])
+    console.print(f"{shown or 'no host'} (exit {result.exit_code})", highlight=False)

@@ -73,8 +73,11 @@ def render(plan: dict[str, Any], console: Console) -> None:
     shared_env: dict[tuple[str, str], dict[str, str]] = {}
     for name, host in plan["hosts"].items():
         roles = " ".join(f"{role}*" if role in host["roles_unavailable"] else role for role in host["roles"])
-        style = "yellow" if host["profile"] == "unknown" else None
-        row = [name, host["profile"], host["fabric"], host["tier"], roles or "-"]
+        unmanaged = host.get("unmanaged")
+        style = "yellow" if unmanaged else None
+        # apply and drift leave such a host alone: its roles column says so instead of listing roles.
+        roles = f"NOT MANAGED ({unmanaged['code']})" if unmanaged else roles or "-"
+        row = [name, host["profile"], host["fabric"], host["tier"], roles]
         if probed:
             row.append(_probe_cell(host.get("probe")))
         table.add_row(*(Text(cell) for cell in row), style=style)  # Text: inventory data is never markup
@@ -89,8 +92,6 @@ def render(plan: dict[str, Any], console: Console) -> None:
     for name, host in plan["hosts"].items():
         for warning in host["warnings"]:
             console.print(f"[yellow]warning[/yellow]: {escape(name)}: {escape(warning)}", highlight=False)
-        if (host.get("resolved_by") or "").startswith("inferred"):
-            console.print(f"{name}: profile {host['profile']} {host['resolved_by']}", markup=False, highlight=False)
     if probed:
         _render_findings(plan, console)
 

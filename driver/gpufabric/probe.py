@@ -61,16 +61,18 @@ def probe_host(plan: dict[str, Any], hostvars: dict[str, Any], answer: dict[str,
         plan["probe"] = {"reachable": False, "error": error, "findings": []}
         return
     facts = answer["facts"]
+    profile = catalog.get(plan["profile"])
     if plan["profile"] == "unknown" and not hostvars.get("gpufabric_profile"):
+        # A suggestion only: apply and drift go by the inventory, so the host stays not managed (and the
+        # plan says so) until the operator sets gpufabric_profile. Its hardware is held against the suggestion.
         cloud = hostvars.get("gpufabric_cloud") or "baremetal"
         name, reason = findings_module.infer_profile(facts, catalog, cloud=cloud)
         if name is not None:
-            planner = module_utils("fabric_plan")
-            inferred = planner.plan_host({"gpufabric_profile": name}, catalog, tier=plan["tier"])
-            plan.update(inferred, resolved_by=reason)
+            plan["suggested_profile"] = {"name": name, "reason": reason}
+            plan["warnings"].append(f"{reason}: set gpufabric_profile: {name} to manage it")
+            profile = catalog.get(name)
         else:
             plan["warnings"].append(reason)
-    profile = catalog.get(plan["profile"])
     plan["probe"] = {
         "reachable": True,
         "error": None,
@@ -90,8 +92,12 @@ def _summary(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def has_problems(plan: dict[str, Any]) -> bool:
-    """True when a probed host is unreachable or has an error finding."""
+    """True when a probed host is unreachable, has an error finding, or is not managed (apply and drift
+    would fail on it too) unless excluded on purpose."""
     for host in plan["hosts"].values():
+        unmanaged = host.get("unmanaged")
+        if unmanaged and unmanaged["code"] != "excluded":
+            return True
         probe = host.get("probe")
         if probe and (not probe["reachable"] or any(f["severity"] == "error" for f in probe["findings"])):
             return True

@@ -12,7 +12,9 @@ description:
     validates it, and returns the plan for one host.
   - The plan is a dictionary with C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable),
     C(env), C(gpus) (model, count, nvswitch), C(nics) (the profile's GPU-network and
-    management NICs), C(resolved_by) and C(warnings); C(profile) is C(unknown) when nothing matches.
+    management NICs), C(resolved_by), C(unmanaged) and C(warnings); C(profile) is C(unknown) when nothing matches.
+  - C(unmanaged) is null for a host gpufabric manages, else C(code) (V(no_profile), V(unknown_profile) or
+    V(excluded)) and C(reason); site.yml leaves such a host alone and reports it.
   - This is the same code that C(gpufabric plan) runs, so the playbook applies what the plan shows.
 options:
   profile:
@@ -34,6 +36,11 @@ options:
     description: C(best) or C(standard).
     type: raw
     default: best
+  managed:
+    description:
+      - The host var C(gpufabric_managed). V(false) excludes the host on purpose; its plan's C(unmanaged) says so.
+    type: bool
+    default: true
   catalog_files:
     description: Override catalog files merged over the built-in catalog, in order.
     type: list
@@ -77,6 +84,7 @@ class LookupModule(LookupBase):
                 "gpufabric_profile": self.get_option("profile"),
                 "gpufabric_cloud": self.get_option("cloud"),
                 "gpufabric_instance_type": self.get_option("instance_type"),
+                "gpufabric_managed": self.get_option("managed"),
             }
             return [plan_host(hostvars, catalog, tier=self.get_option("tier"), tier_source="lookup option tier")]
         except CatalogError as exc:

@@ -20,6 +20,10 @@ UNKNOWN = "unknown"
 DEFAULT_TIER = "best"
 
 
+# Ansible's spellings of a boolean host var (an ini inventory gives strings).
+_BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
 class PlanError(Exception):
     """Input that no plan can be made from (for example an unknown tier)."""
 
@@ -96,6 +100,33 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
     }
 
 
+def is_managed(hostvars: dict[str, Any]) -> bool:
+    """The host var gpufabric_managed (default true): false excludes the host on purpose."""
+    value = hostvars.get("gpufabric_managed", True)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOLEANS:
+        return _BOOLEANS[value.strip().lower()]
+    raise PlanError(f"host var gpufabric_managed is {value!r}; accepted: true or false")
+
+
+def unmanaged(hostvars: dict[str, Any], profile: str | None, reason: str) -> dict[str, str] | None:
+    """Why gpufabric leaves the host alone (None when it manages it): {"code": ..., "reason": ...}.
+
+    Every report (plan, apply, drift) shows this one verdict; only "excluded" is the operator's choice,
+    the others make apply and drift exit non-zero.
+    """
+    if not is_managed(hostvars):
+        return {"code": "excluded", "reason": "excluded on purpose by the host var gpufabric_managed: false"}
+    if profile is not None:
+        return None
+    if hostvars.get("gpufabric_profile") or (
+        hostvars.get("gpufabric_cloud") and hostvars.get("gpufabric_instance_type")
+    ):
+        return {"code": "unknown_profile", "reason": reason}
+    return {"code": "no_profile", "reason": reason}
+
+
 def plan_host(
     hostvars: dict[str, Any],
     catalog: Catalog,
@@ -112,6 +143,7 @@ def plan_host(
         tier = check_tier(tier, tier_source)
     present = available_roles() if roles_present is None else roles_present
     name, reason = resolve_profile(hostvars, catalog)
+    not_managed = unmanaged(hostvars, name, reason)
     if name is None:
         return {
             "profile": UNKNOWN,
@@ -124,12 +156,15 @@ def plan_host(
             "nics": {},
             "sriov": None,
             "resolved_by": None,
-            "warnings": [f"{reason}; apply skips this host unless told which profile to use"],
+            "unmanaged": not_managed,
+            "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
         }
     profile = catalog.profiles[name]
     roles = list(profile["tiers"][tier]["roles"])
     unavailable = [role for role in roles if role not in present]
     warnings = []
+    if not_managed is not None:
+        warnings.append(f"{not_managed['reason']}: apply and drift leave this host alone (reported, not counted)")
     if unavailable:
         warnings.append(f"roles not written yet: {', '.join(unavailable)}; apply refuses to run them")
     return {
@@ -145,5 +180,6 @@ def plan_host(
         "nics": copy.deepcopy(profile["nics"]),
         "sriov": sriov_layout(profile, hostvars) if "sriov" in roles else None,
         "resolved_by": reason,
+        "unmanaged": not_managed,
         "warnings": warnings,
     }

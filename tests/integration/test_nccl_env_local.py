@@ -181,17 +181,17 @@ def site(repo, tmp_path, ansible_env):
     return run
 
 
-def test_site_applies_the_plan_and_skips_hosts_without_a_profile(site, tmp_path):
+def test_site_applies_the_plan_and_leaves_hosts_without_a_profile_alone(site, tmp_path):
     result = site()
     assert result.returncode == 0, result.stdout
-    assert "SKIPPED stranger" in result.stdout
+    assert "NOT MANAGED stranger (unknown_profile)" in result.stdout
     assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"
 
 
 def test_site_applies_unknown_hosts_only_when_opted_in(site):
     result = site("-e", "gpufabric_unknown_hosts_profile=gcp/a3-megagpu-8g")
     assert result.returncode == 0, result.stdout
-    assert "SKIPPED stranger" not in result.stdout
+    assert "NOT MANAGED stranger" not in result.stdout
     # The stranger ran the opted-in profile's role: its recap has tasks beyond the plan's.
     assert re.search(r"^stranger\s+: ok=([3-9]|\d\d)", result.stdout, re.MULTILINE), result.stdout
 

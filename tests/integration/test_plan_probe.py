@@ -29,7 +29,7 @@ def tree(tmp_path: Path, name: str, profile: str, faults: Faults | None = None) 
     return write_tree(catalog.get(profile), tmp_path / name, faults)
 
 
-def test_probe_reports_findings_per_host_and_infers_bare_metal(gpufabric, tmp_path):
+def test_probe_reports_findings_per_host_and_suggests_a_profile_for_bare_metal(gpufabric, tmp_path):
     hosts = {
         "mega-ok": f"gpufabric_profile=gcp/a3-megagpu-8g gpufabric_hw_root={tree(tmp_path, 'a', 'gcp/a3-megagpu-8g')}",
         "mega-bad": "gpufabric_profile=gcp/a3-megagpu-8g "
@@ -45,11 +45,13 @@ def test_probe_reports_findings_per_host_and_infers_bare_metal(gpufabric, tmp_pa
     assert {f["check"] for f in bad} == {"nic_count", "link_down"}
     assert "found 6 of 8 GPU-network NICs (gvnic); missing: eth7, eth8" in [f["message"] for f in bad]
 
-    inferred = plan["hgx-unlabelled"]
-    assert inferred["profile"] == "baremetal/hgx-h100-ib-ndr"
-    assert inferred["resolved_by"].startswith("inferred from hardware")
-    assert inferred["probe"]["findings"] == []
-    assert "nccl_env" in inferred["roles"]
+    # A suggestion, not a plan: apply and drift go by the inventory, so the host stays not managed.
+    unlabelled = plan["hgx-unlabelled"]
+    assert unlabelled["suggested_profile"]["name"] == "baremetal/hgx-h100-ib-ndr"
+    assert unlabelled["suggested_profile"]["reason"].startswith("inferred from hardware")
+    assert unlabelled["profile"] == "unknown" and unlabelled["unmanaged"]["code"] == "no_profile"
+    assert unlabelled["probe"]["findings"] == [], "held against the suggested profile"
+    assert any("set gpufabric_profile: baremetal/hgx-h100-ib-ndr" in w for w in unlabelled["warnings"])
 
 
 def test_probe_table_and_clean_exit_when_all_match(gpufabric, tmp_path):

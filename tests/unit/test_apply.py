@@ -65,9 +65,9 @@ def test_serial_accepts_hosts_or_a_percentage(given: str, expected: int | str) -
     assert apply.parse_serial(given) == expected
 
 
-@pytest.mark.parametrize("given", ["0", "0%", "101%", "-1", "ten", "5.5", "%", ""])
+@pytest.mark.parametrize("given", ["0", "0%", "101%", "-1", "ten", "5.5", "%", "", "100001", "99999999999999999999"])
 def test_serial_rejects_the_rest(given: str) -> None:
-    with pytest.raises(UserError, match=r"--serial .*number of hosts per batch \(1 or more\) or a percentage"):
+    with pytest.raises(UserError, match=r"--serial .*number of hosts per batch \(1 to 100,000\) or a percentage"):
         apply.parse_serial(given)
 
 
@@ -173,24 +173,32 @@ def test_a_stopped_play_names_why() -> None:
     assert "--max-fail" in str(result.hosts["gpu-clean-1"].error)
 
 
-def test_a_host_site_yml_skipped_is_fine() -> None:
+def unmanaged_event(host: str, code: str, counter: int) -> dict[str, Any]:
+    """site.yml's "Record why the host is not managed" task on one host."""
+    verdict = {"code": code, "reason": f"{code} reason"}
+    return {
+        "event": "runner_on_ok",
+        "counter": counter,
+        "event_data": {
+            "host": host,
+            "task": "Record why the host is not managed",
+            "res": {"ansible_facts": {"gpufabric_unmanaged": verdict}, "changed": False},
+        },
+    }
+
+
+@pytest.mark.parametrize(("code", "exit_code"), [("unknown_profile", 1), ("no_profile", 1), ("excluded", 0)])
+def test_a_host_site_yml_left_alone_fails_the_run_unless_excluded(code: str, exit_code: int) -> None:
     events = with_summary_task(fixture_events("clean"), {"gpu-clean-1": False})
     stats = events.pop()
-    events.append(
-        {
-            "event": "runner_on_ok",
-            "counter": stats["counter"],
-            "event_data": {
-                "host": "gpu-clean-2",
-                "task": "Warn that the host is skipped",
-                "res": {"msg": "SKIPPED gpu-clean-2: no catalog profile for gcp n2-standard-8", "changed": False},
-            },
-        }
-    )
+    events.append(unmanaged_event("gpu-clean-2", code, stats["counter"]))
     events.append(stats)
     result = apply.summarize(playbook_run(events, ["gpu-clean-1", "gpu-clean-2"]))
-    assert result.hosts["gpu-clean-2"].state == "skipped"
-    assert result.exit_code == 0
+    host = result.hosts["gpu-clean-2"]
+    assert host.state == "unmanaged"
+    assert host.unmanaged == {"code": code, "reason": f"{code} reason"}
+    assert host.as_dict()["unmanaged"]["code"] == code
+    assert result.exit_code == exit_code
 
 
 def test_a_broken_run_with_no_host_to_blame_is_a_problem() -> None:

@@ -65,7 +65,7 @@ def test_cli_usage_errors_exit_2_in_one_line(gpufabric: Any, tmp_path: Path) -> 
     used.mkdir()
     (used / "apply").mkdir()
     cases = [
-        (["--serial", "0"], "--serial '0': give a number of hosts per batch (1 or more) or a percentage (1%-100%)"),
+        (["--serial", "0"], "--serial '0': give a number of hosts per batch (1 to 100,000) or a percentage (1%-100%)"),
         (["--serial", "150%"], "--serial '150%'"),
         (["--max-fail", "101%"], "--max-fail '101%': give a percentage from 0% to 100%"),
         (["--tier", "gold"], "unknown --tier 'gold'"),

@@ -111,7 +111,7 @@ def test_unreachable_host_is_never_clean() -> None:
 
 def test_mixed_fleet_failure_wins_over_drift() -> None:
     result = summary("mixed")
-    assert result.state_counts() == {"unreachable": 1, "failed": 1, "drifted": 2, "clean": 1}
+    assert result.state_counts() == {"unreachable": 1, "failed": 1, "unmanaged": 0, "drifted": 2, "clean": 1}
     assert result.hosts_in("drifted") == ["gpu-drift-1", ODD_HOST]
     assert result.exit_code == 1 and result.state == "unreachable"
     assert result.started is not None and result.finished is not None and result.started < result.finished
@@ -230,7 +230,7 @@ def test_garbage_events_are_skipped() -> None:
 def test_json_report() -> None:
     report = json.loads(drift_report.to_json(summary("mixed")))
     assert report["report_version"] == 1 and report["exit_code"] == 1 and report["state"] == "unreachable"
-    assert report["hosts_by_state"] == {"unreachable": 1, "failed": 1, "drifted": 2, "clean": 1}
+    assert report["hosts_by_state"] == {"unreachable": 1, "failed": 1, "unmanaged": 0, "drifted": 2, "clean": 1}
     drifted = report["hosts"][ODD_HOST]
     assert (
         drifted["state"] == "drifted" and drifted["changed_tasks"] == 3 and drifted["drifted_roles"] == ["drift_demo"]
@@ -381,7 +381,7 @@ def test_prometheus_textfile() -> None:
     result = summary("mixed")
     metrics = parse_exposition(drift_report.to_prometheus(result))
     hosts = {labels["state"]: value for labels, value in metrics["gpufabric_drift_hosts"]["samples"]}
-    assert hosts == {"clean": 1, "drifted": 2, "failed": 1, "unreachable": 1}
+    assert hosts == {"clean": 1, "drifted": 2, "unmanaged": 0, "failed": 1, "unreachable": 1}
     drifted = {labels["host"]: value for labels, value in metrics["gpufabric_drift_host_drifted"]["samples"]}
     assert drifted == {"gpu-clean-1": 0, "gpu-dark-1": 0, "gpu-drift-1": 1, "gpu-failed-1": 0, ODD_HOST: 1}
     changed = {labels["host"]: value for labels, value in metrics["gpufabric_drift_host_changed_tasks"]["samples"]}
@@ -390,6 +390,7 @@ def test_prometheus_textfile() -> None:
         (labels["host"], labels["state"]) for labels, value in metrics["gpufabric_drift_host_state"]["samples"] if value
     }
     assert ("gpu-dark-1", "unreachable") in states and len(states) == 5
+    assert metrics["gpufabric_drift_host_unmanaged"]["samples"] == []
     ((_labels, stamp),) = metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"]
     assert result.finished is not None and stamp == pytest.approx(result.finished.timestamp(), abs=0.001)
     ((_labels, code),) = metrics["gpufabric_drift_exit_code"]["samples"]
@@ -408,7 +409,7 @@ def test_prometheus_empty_run_has_all_states_at_zero() -> None:
 
     now = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
     metrics = parse_exposition(drift_report.to_prometheus(drift_report.summarize([]), now=now))
-    assert [value for _labels, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0]
+    assert [value for _labels, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0, 0]
     assert metrics["gpufabric_drift_host_drifted"]["samples"] == []
     assert metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"] == [({}, now.timestamp())]
 
@@ -491,3 +492,58 @@ def test_fixtures_are_real_runner_shapes() -> None:
         "playbook_on_stats",
     } <= kinds
     assert all({"uuid", "counter", "created", "event_data"} <= set(event) for event in events("mixed"))
+
+
+# ---------------------------------------------------------------------------
+# hosts site.yml left alone: never clean
+# ---------------------------------------------------------------------------
+
+
+def with_unmanaged(code: str, host: str = "gpu-clean-2") -> list[dict[str, Any]]:
+    """The clean fixture, with `host` left alone as site.yml does it (its fact recorded, nothing run)."""
+    recorded = [event for event in events("clean") if event.get("event_data", {}).get("host") != host]
+    stats = recorded.pop()
+    verdict = {"code": code, "reason": f"why {code}"}
+    recorded.append(
+        {
+            "event": "runner_on_ok",
+            "counter": stats["counter"],
+            "event_data": {
+                "host": host,
+                "task": "Record why the host is not managed",
+                "res": {"ansible_facts": {"gpufabric_unmanaged": verdict}, "changed": False},
+            },
+        }
+    )
+    recorded.append(stats)
+    return recorded
+
+
+@pytest.mark.parametrize("code", ["unknown_profile", "no_profile"])
+def test_a_host_left_alone_is_unmanaged_in_every_format_and_fails_the_run(code: str) -> None:
+    result = drift_report.summarize(with_unmanaged(code), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
+    host = result.hosts["gpu-clean-2"]
+    assert host.state == "unmanaged" and host.unmanaged == {"code": code, "reason": f"why {code}"}
+    assert result.exit_code == 1 and result.state == "unmanaged"
+
+    report = json.loads(drift_report.to_json(result))
+    assert report["exit_code"] == 1 and report["hosts_by_state"]["unmanaged"] == 1
+    assert report["hosts"]["gpu-clean-2"]["unmanaged"] == {"code": code, "reason": f"why {code}"}
+
+    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_report.to_junit(result))}
+    failure = suites["gpu-clean-2"].find("testcase/failure")
+    assert failure is not None and failure.get("type") == "unmanaged" and f"why {code}" in failure.get("message", "")
+
+    metrics = parse_exposition(drift_report.to_prometheus(result))
+    assert metrics["gpufabric_drift_host_unmanaged"]["samples"] == [({"host": "gpu-clean-2", "code": code}, 1)]
+    ((_labels, exit_code),) = metrics["gpufabric_drift_exit_code"]["samples"]
+    assert exit_code == 1
+
+
+def test_a_host_excluded_on_purpose_is_reported_but_not_counted() -> None:
+    result = drift_report.summarize(with_unmanaged("excluded"), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
+    assert result.hosts["gpu-clean-2"].state == "unmanaged" and result.hosts["gpu-clean-2"].excluded
+    assert result.exit_code == 0 and result.state == "clean"
+    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_report.to_junit(result))}
+    assert suites["gpu-clean-2"].find("testcase/skipped") is not None
+    assert suites["gpu-clean-2"].get("skipped") == "1" and suites["gpu-clean-2"].get("failures") == "0"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from unittest.mock import ANY
+
 import pytest
 
 from gpufabric.collection import module_utils
@@ -73,7 +75,23 @@ def test_unknown_host_is_shown_as_unknown_with_a_warning(catalog, hostvars, warn
     assert plan["profile"] == "unknown"
     assert plan["roles"] == []
     assert warning in plan["warnings"][0]
-    assert "apply skips this host" in plan["warnings"][0]
+    assert "apply and drift leave this host alone and report it NOT MANAGED" in plan["warnings"][0]
+    assert plan["unmanaged"] == {"code": "unknown_profile" if hostvars else "no_profile", "reason": ANY}
+    assert plan["unmanaged"]["reason"] in plan["warnings"][0]
+
+
+@pytest.mark.parametrize("flag", [False, "false", "no"])
+def test_a_host_excluded_on_purpose_keeps_its_profile_and_says_why(catalog, flag):
+    plan = fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge", "gpufabric_managed": flag}, catalog)
+    assert plan["profile"] == "aws/p5.48xlarge"
+    assert plan["unmanaged"]["code"] == "excluded"
+    assert "gpufabric_managed: false" in plan["warnings"][0]
+
+
+def test_a_managed_host_has_no_verdict_and_a_bad_flag_is_refused(catalog):
+    assert fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)["unmanaged"] is None
+    with pytest.raises(fabric_plan.PlanError, match=r"gpufabric_managed is 'maybe'; accepted: true or false"):
+        fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge", "gpufabric_managed": "maybe"}, catalog)
 
 
 def test_roles_not_written_yet_are_reported(catalog):
