@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Read any inventory Ansible reads, through `ansible-inventory --list`."""
+"""Read any inventory Ansible reads, through `ansible-inventory --list`; its errors keep their cause.
+
+ansible-inventory tries every enabled plugin on a source and ends with one line that fits every failure
+("No inventory was parsed"); the cause is in the plugins' warnings before it. `read` names that cause:
+a missing file, bytes that are not UTF-8, or what the plugin for that kind of file said.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +19,14 @@ from typing import Any
 
 from gpufabric.collection import collections_path
 from gpufabric.errors import UserError
+
+# "[WARNING]: Failed to parse inventory with 'yaml' plugin: <the cause>"
+_PLUGIN_FAILURE = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\w.]+)' plugin: (.+)$", re.MULTILINE)
+# Which plugin's complaint is the one to show, by the file's suffix (the others failed only because
+# the file was not theirs: the ini plugin always objects to a YAML file).
+_PLUGIN_FOR_SUFFIX = {".yml": ("yaml", "auto"), ".yaml": ("yaml", "auto"), ".json": ("yaml", "auto"), ".ini": ("ini",)}
+# Ansible's own last words, shown only when nothing better was said.
+_ERROR_LINE = re.compile(r"^\[ERROR\]: (.+)$", re.MULTILINE)
 
 
 def _ansible_inventory() -> str:
@@ -24,24 +38,74 @@ def _ansible_inventory() -> str:
     return found
 
 
-def host_vars(inventory: str) -> dict[str, dict[str, Any]]:
-    """Every host of the inventory with its merged variables (group_vars included)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_INVENTORY_UNPARSED_FAILED="true")
-    command = [_ansible_inventory(), "-i", inventory, "--list"]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+def source(inventory: str) -> str:
+    """An existing file or directory as an absolute path (ansible-runner would read a relative one as
+    inventory text); anything else (a host list, a plugin source) as it is."""
+    return str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
+
+
+def _cause(inventory: str, stderr: str, returncode: int) -> str:
+    """Why ansible-inventory could not read the source, in its own words where it gave them."""
+    path = Path(inventory)
+    if "," not in inventory and not path.exists():
+        # Ansible reads a source without a comma as a path: a lone host name lands here too.
+        return "no such file or directory (a list of hosts needs a comma, e.g. 'gpu-1,' or 'gpu-1,gpu-2')"
+    if path.is_file():
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        except OSError as exc:
+            return f"cannot read it: {exc.strerror or exc}"
+    failures = dict(_PLUGIN_FAILURE.findall(stderr))
+    for plugin in _PLUGIN_FOR_SUFFIX.get(path.suffix.lower(), ("ini", "yaml", "auto")):
+        if plugin in failures:
+            return f"{failures[plugin]} ({plugin} inventory plugin)"
+    if failures:
+        plugin, message = next(iter(failures.items()))
+        return f"{message} ({plugin} inventory plugin)"
+    errors: list[str] = _ERROR_LINE.findall(stderr)
+    if errors:
+        return errors[-1]
+    return stderr.strip().splitlines()[-1] if stderr.strip() else f"ansible-inventory exit {returncode}"
+
+
+def read(inventory: str, limit: list[str] | None = None, collections: str | None = None) -> dict[str, Any]:
+    """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars."""
+    command = [_ansible_inventory(), "-i", source(inventory), "--list"]
+    if limit:
+        command += ["--limit", ",".join(limit)]
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=collections or str(collections_path()),
+        ANSIBLE_INVENTORY_UNPARSED_FAILED="true",
+        ANSIBLE_NOCOLOR="1",
+    )
+    result = subprocess.run(command, capture_output=True, text=True, errors="replace", env=env, check=False)
     if result.returncode != 0:
-        reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"
-        raise UserError(f"cannot read inventory {inventory!r}: {reason}")
-    data = json.loads(result.stdout)
-    hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
-    for name in _all_hosts(data):
-        hostvars.setdefault(name, {})
-    return hostvars
+        raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, result.stderr, result.returncode)}")
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"cannot read inventory {inventory!r}: ansible-inventory printed no JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"cannot read inventory {inventory!r}: ansible-inventory printed no inventory")
+    return data
 
 
-def _all_hosts(data: dict[str, Any]) -> set[str]:
-    hosts: set[str] = set()
+def hosts(data: dict[str, Any]) -> set[str]:
+    """Every host of an `ansible-inventory --list` result, in any group."""
+    found: set[str] = set()
     for group, body in data.items():
         if group != "_meta" and isinstance(body, dict):
-            hosts.update(body.get("hosts", []))
-    return hosts
+            found.update(body.get("hosts", []))
+    return found
+
+
+def host_vars(inventory: str) -> dict[str, dict[str, Any]]:
+    """Every host of the inventory with its merged variables (group_vars included)."""
+    data = read(inventory)
+    hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
+    for name in hosts(data):
+        hostvars.setdefault(name, {})
+    return hostvars

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import ansible_settings, output_file
+from gpufabric import inventory as inventory_source
 from gpufabric.collection import collection_root, collections_path
 from gpufabric.errors import UserError
 
@@ -113,27 +113,14 @@ def base_env() -> dict[str, str]:
 
 
 def inventory_path(inventory: str) -> str:
-    """An existing file or directory as an absolute path (ansible-runner would read a relative one as
-    inventory text); anything else (a host list, a plugin source) as it is."""
-    return str(Path(inventory).resolve()) if Path(inventory).exists() else inventory
+    return inventory_source.source(inventory)
 
 
 def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]:
     """The inventory's hosts matching the --limit patterns (sorted), read with `ansible-inventory --list`."""
-    command = [_ansible_command("ansible-inventory"), "-i", inventory_path(inventory), "--list"]
-    if limit:
-        command += ["--limit", ",".join(limit)]
-    env = {**os.environ, **base_env(), "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if result.returncode != 0:
-        reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.returncode}"
-        raise UserError(f"cannot read inventory {inventory!r}: {reason}")
-    data = json.loads(result.stdout)
-    hosts: set[str] = set()
-    for group, body in data.items():
-        if group != "_meta" and isinstance(body, dict):
-            hosts.update(body.get("hosts", []))
-    return sorted(hosts)
+    return sorted(
+        inventory_source.hosts(inventory_source.read(inventory, limit, base_env()["ANSIBLE_COLLECTIONS_PATH"]))
+    )
 
 
 def keep_runs() -> int:

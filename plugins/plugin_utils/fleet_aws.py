@@ -157,7 +157,15 @@ class AwsSource:
         pages = client.get_paginator("describe_instances").paginate(PaginationConfig={"PageSize": PAGE_SIZE})
         with self._errors(region, client.meta.endpoint_url):
             for page in pages:
-                yield from page.get("Reservations", [])
+                # Every EC2 answer carries a request id; a page without one came from something that
+                # is not EC2 (a proxy's login page, a web server) and would read as "no instances".
+                if "Reservations" not in page or not page.get("ResponseMetadata", {}).get("RequestId"):
+                    raise DiscoveryError(
+                        CLOUD,
+                        f"{client.meta.endpoint_url} in {region} did not answer as the EC2 API "
+                        "(no Reservations, no request id): check endpoint_url",
+                    )
+                yield from page["Reservations"]
 
     @contextmanager
     def _errors(self, region: str | None, endpoint: str | None) -> Iterator[None]:

@@ -306,6 +306,9 @@ def _explain(exc: Exception, sdk: _Sdk, where: str, permission: str, endpoint: s
         return f"cannot reach {endpoint}: no answer in time"
     if isinstance(exc, http.ConnectionError):
         return f"cannot reach {endpoint}: {_network_reason(exc)}"
+    if isinstance(exc, sdk.ParseError):
+        # A web page, a proxy's login form: anything but the API's JSON.
+        return f"{endpoint} did not answer as the Compute Engine API {where} ({exc}): check the endpoint"
     return None
 
 
@@ -344,8 +347,10 @@ class _Sdk:
         from google.api_core.retry import Retry
         from google.auth import exceptions as auth_errors
         from google.cloud import compute_v1
+        from google.protobuf.json_format import ParseError
 
         self.google_auth = google_auth
+        self.ParseError = ParseError
         self.compute_v1 = compute_v1
         self.ClientOptions = ClientOptions
         self.Retry = Retry

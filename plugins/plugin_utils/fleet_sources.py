@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError, Source
 
@@ -36,12 +38,45 @@ def accepted_options(name: str) -> list[str]:
     return [option for option in parameters if option != "self"]
 
 
+# The option that names an API endpoint, per source (each SDK spells it its own way).
+ENDPOINT_OPTIONS = {"aws": "endpoint_url", "gcp": "endpoint", "azure": "endpoint", "oci": "endpoint"}
+
+
+def check_endpoint(name: str, option: str, value: Any) -> None:
+    """An endpoint is an https:// URL with a host, or http:// to a loopback address (a local emulator):
+    credentials never travel in clear text, and a typo is refused here instead of deep in an SDK."""
+    accepted = "accepted: https://HOST[:PORT][/PATH], or http:// to a loopback address such as http://127.0.0.1:8080"
+    if not isinstance(value, str):
+        raise DiscoveryError(name, f"{option} {value!r} is not a URL; {accepted}")
+    try:
+        parts = urlsplit(value)
+        host, _port = parts.hostname, parts.port  # .port raises on a port that is not a number
+    except ValueError as exc:
+        raise DiscoveryError(name, f"{option} {value!r} is not a URL ({exc}); {accepted}") from None
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in value):
+        raise DiscoveryError(name, f"{option} {value!r} is not a URL; {accepted}")
+    if parts.scheme == "http" and not _loopback(host):
+        raise DiscoveryError(name, f"{option} {value!r} is plain http to a host that is not loopback; {accepted}")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def make_source(name: str, options: dict[str, Any]) -> Source:
     """The source ``name`` built from ``options``; an option it does not take is one clear error."""
     accepted = accepted_options(name)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise DiscoveryError(name, f"unknown option {unknown[0]!r}; accepted: {', '.join(accepted)}")
+    endpoint_option = ENDPOINT_OPTIONS.get(name)
+    if endpoint_option and options.get(endpoint_option) is not None:
+        check_endpoint(name, endpoint_option, options[endpoint_option])
     try:
         return source_class(name)(**options)
     except TypeError as exc:  # a required option is missing

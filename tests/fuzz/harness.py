@@ -84,7 +84,10 @@ def run(case: Case, tmp: Path) -> Result:
         check=False,
     )
     result = Result(done.returncode, done.stdout, done.stderr, tmp)
-    shown = f"$ gpufabric {' '.join(argv)}\n--- exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    shown = (
+        f"$ gpufabric {' '.join(argv)}\n--- exit {done.returncode}\n"
+        f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    )
     assert "Traceback (most recent call last)" not in done.stdout + done.stderr, shown
     assert done.returncode == case.exit_code, shown
     if case.error_line:
