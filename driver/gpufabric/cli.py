@@ -174,7 +174,9 @@ def inventory_build(
     output_format: Annotated[str, typer.Option("--format", help="yaml (an inventory file) or json.")] = "yaml",
     output: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("-o", "--output", help="Write here (atomically) instead of standard output."),
+        typer.Option(
+            "-o", "--output", help="Write here (atomically; its directory must exist) instead of standard output."
+        ),
     ] = None,
     catalog: CatalogOption = None,
 ) -> None:
@@ -214,7 +216,9 @@ def inventory_build(
 @k8s_app.command("manifests")
 def k8s_manifests(
     inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write (created; must be empty).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Directory to write (created; must be empty, see --force).")
+    ],
     tier: Annotated[
         Optional[str],  # noqa: UP045 - typer needs Optional here on Python 3.11
         typer.Option(help="best or standard; default: host var gpufabric_tier, else best. VFs exist at best only."),
@@ -243,7 +247,10 @@ def k8s_manifests(
             help=f"whereabouts range of the storage network (default placeholder {k8s.PLACEHOLDER_STORAGE_RANGE})."
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the contents of a non-empty directory.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace the files an earlier run wrote in the directory (never any other)."),
+    ] = False,
 ) -> None:
     """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions and a README for the fleet's VFs.
 
