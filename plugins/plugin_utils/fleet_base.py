@@ -42,6 +42,9 @@ class Instance:
     ids: dict[str, str] = field(default_factory=dict)  # further cloud ids (account, project, subscription, ...)
     extra: dict[str, Any] = field(default_factory=dict)  # source facts such as {"efa_interfaces": 32}
     hints: dict[str, Any] = field(default_factory=dict)  # host variables from the operator's own file (static): trusted
+    # The source knows this is a GPU host whatever its type (static: someone listed it by hand for its GPUs);
+    # one the catalog cannot classify goes to fabric_unknown with a warning, never dropped as non-GPU.
+    gpu_host: bool = False
 
 
 class DiscoveryError(Exception):
@@ -73,6 +76,9 @@ GPU_TYPE_PATTERNS = {
     "oci": re.compile(r"GPU", re.IGNORECASE),
     "baremetal": re.compile(r""),  # a host someone listed by hand is there for its GPUs
 }
+
+
+KNOWN_CLOUDS = tuple(GPU_TYPE_PATTERNS)
 
 
 def is_gpu_type(cloud: str, instance_type: str) -> bool:

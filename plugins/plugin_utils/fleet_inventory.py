@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    KNOWN_CLOUDS,
     PENDING,
     RUNNING,
     Instance,
@@ -106,11 +107,19 @@ class InventoryBuilder:
         name = self.catalog.find(instance.cloud, instance.instance_type)
         if name:
             return name, self.catalog.get(name)["fabric"]
-        if is_gpu_type(instance.cloud, instance.instance_type):
-            what = f"GPU type {instance.instance_type!r}" if instance.instance_type else "no profile or instance type"
+        if instance.gpu_host or is_gpu_type(instance.cloud, instance.instance_type):
+            if instance.cloud not in KNOWN_CLOUDS:
+                what = (
+                    f"cloud {instance.cloud!r}, which no catalog profile has (known clouds: {', '.join(KNOWN_CLOUDS)})"
+                )
+            elif instance.instance_type:
+                kind = "GPU type" if is_gpu_type(instance.cloud, instance.instance_type) else "instance type"
+                what = f"{kind} {instance.instance_type!r}, which the catalog does not know"
+            else:
+                what = "no profile or instance type, which the catalog needs"
             self.warnings.append(
-                f"{instance.cloud} instance {instance.instance_id} has {what}, which the catalog does not know; "
-                "put in fabric_unknown (gpufabric plan --probe infers bare-metal profiles from the hardware)"
+                f"{instance.cloud} instance {instance.instance_id} has {what}; put in fabric_unknown "
+                "(gpufabric plan --probe infers bare-metal profiles from the hardware)"
             )
             return None, "unknown"
         return None, None

@@ -223,11 +223,19 @@ def test_tags_are_never_templated(kind, tmp_path, static_fleet, ansible_env, gpu
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("hosts: [{name: a}]", "hosts[0].address: missing required key"),
-        ("hosts: [{name: a, address: x, colour: red}]", "hosts[0].colour: unknown key"),
-        ("hosts: [{name: a, address: x}, {name: a, address: y}]", "hosts[1].name: 'a' is listed twice"),
+        ("hosts: [{name: a}]", "hosts[0] (a).address: missing required key"),
+        ("hosts: [{name: a, address: x, colour: red}]", "hosts[0] (a).colour: unknown key"),
+        ("hosts: [{name: a, address: x}, {name: a, address: y}]", "hosts[1] (a).name: 'a' is listed twice"),
         ("hosts: {a: 1}", "hosts: the file must be a mapping with a 'hosts:' list"),
         ("hosts: [\n", "not valid YAML"),
+        ("hosts: []", "hosts: the list is empty"),
+        ("hosts: [hgx-01]", "hosts[0]: 'hgx-01' is not a mapping"),
+        ("hosts: [{name: a, address: x, profile: [p, q]}]", "hosts[0] (a).profile: ['p', 'q'] is not text"),
+        (
+            "hosts: [{name: a, address: x, vars: {gpufabric_profile: {p: 1}}}]",
+            "hosts[0] (a).vars: host var gpufabric_profile {'p': 1} is a mapping, not text",
+        ),
+        ("hosts: [{name: 'a b', address: x}]", "hosts[0] (a b).name: 'a b' is not a host name"),
     ],
 )
 def test_static_file_errors(tmp_path, gpufabric, text, message):
@@ -269,7 +277,28 @@ def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_f
 
 def test_markup_in_cloud_names_is_printed_as_text(tmp_path, gpufabric):
     path = tmp_path / "fleet.yml"
-    path.write_text('hosts: [{name: "[/red][bold]x", address: 192.0.2.9}]\n', encoding="utf-8")
+    path.write_text('hosts: [{name: a, address: 192.0.2.9, cloud: "[/red][bold]x"}]\n', encoding="utf-8")
     result = gpufabric("inventory", "build", "--source", "static", "--file", str(path))
     assert result.returncode == 0, result.stderr
     assert "[/red][bold]x" in result.stderr
+
+
+def test_static_keeps_every_host_it_is_given():
+    """A listed host the catalog cannot classify is in fabric_unknown with a warning naming it, never dropped."""
+    hosts = [
+        fleet_base.Instance("aws", "no-type", "no-type", "", fleet_base.RUNNING, gpu_host=True),
+        fleet_base.Instance("onprem", "odd-cloud", "odd-cloud", "dgx", fleet_base.RUNNING, gpu_host=True),
+        fleet_base.Instance("gcp", "cpu-type", "cpu-type", "n2-standard-8", fleet_base.RUNNING, gpu_host=True),
+    ]
+    inventory, warnings = fleet_inventory.build(hosts, catalog)
+    warnings = [warning for warning in warnings if "fabric_unknown" in warning]  # not the missing-address ones
+    assert inventory["fabric_unknown"]["hosts"] == ["cpu-type", "no-type", "odd-cloud"]
+    assert [warning.split(" has ")[0] for warning in warnings] == [
+        "aws instance no-type",
+        "onprem instance odd-cloud",
+        "gcp instance cpu-type",
+    ]
+    assert "cloud 'onprem', which no catalog profile has" in warnings[1]
+    # The same types from a cloud API are not GPU hosts: left out as before (--include-non-gpu keeps them).
+    cloud = [fleet_base.Instance("gcp", "vm", "vm", "n2-standard-8", fleet_base.RUNNING)]
+    assert fleet_inventory.build(cloud, catalog)[0]["_meta"]["hostvars"] == {}
