@@ -12,7 +12,7 @@ a `Tally` of them gives the progress lines.
 Secrets at rest: ansible-playbook needs the cloud credentials of its environment (an inventory
 plugin, a module) and the extra variables, so both reach it unchanged; what stays on disk does not
 keep them. ansible-runner writes the whole environment into the artifacts' `command` file: gpufabric
-rewrites it, every secret value replaced, as soon as the run has started and again at its end. The
+rewrites it, every secret value replaced, before ansible-playbook starts and again at its end. The
 extra variables go through env/extravars in the private data directory (a temporary directory,
 removed after the run), never on the command line; gpufabric-run.json holds them redacted. A
 secret is a variable whose name contains one of SECRET_NAME_PARTS (any case), or one named in
@@ -338,7 +338,8 @@ def run_playbook(
         return True
 
     def on_status(data: dict[str, Any], **_: Any) -> None:
-        # ansible-runner has written `command` (the whole environment) just before it started the run.
+        # ansible-runner says "running" once it has written `command` (the whole environment), before it
+        # starts ansible-playbook (whose environment is in memory: the file is not read again).
         if data.get("status") == "running":
             scrub_command_file(artifacts_dir)
 

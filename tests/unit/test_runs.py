@@ -328,8 +328,9 @@ def test_an_empty_limit_and_used_artifacts_are_refused(inventory: Path, playbook
         runs.run_playbook(playbook, str(inventory), artifacts_dir=used)
 
 
-# The secrets reach ansible-playbook (the asserts compare lengths: no value is printed), and then
-# nothing under the artifacts holds one.
+# The secrets reach ansible-playbook (the asserts compare lengths: no value is printed); the command
+# file holds none while the run goes on (scrubbed before ansible-playbook starts), nor does anything
+# under the artifacts after it.
 SECRET_PLAYBOOK = """
 - name: Secrets test
   hosts: all
@@ -343,6 +344,9 @@ SECRET_PLAYBOOK = """
           - db_password | length == 24
           - site_pin | length == 24
           - who == 'gpufabric'
+    - name: The artifacts' command file holds no secret while the run goes on
+      ansible.builtin.assert:
+        that: lookup('env', 'AWS_SECRET_ACCESS_KEY') not in lookup('ansible.builtin.file', command_file)
 """
 SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "fake-aws-secret-0123456789"[:24],
@@ -360,8 +364,14 @@ def test_secrets_never_rest_in_the_artifacts(tmp_path: Path, monkeypatch: pytest
     hosts.write_text(f"gpu-1 ansible_connection=local ansible_python_interpreter={sys.executable}\n", encoding="utf-8")
     playbook = tmp_path / "secrets.yml"
     playbook.write_text(SECRET_PLAYBOOK, encoding="utf-8")
-    extravars = {"who": "gpufabric", "db_password": "fake-db-password-0123456", "site_pin": "fake-site-pin-0123456789"}
-    run = runs.run_playbook(playbook, str(hosts), extravars=extravars, artifacts_dir=tmp_path / "runs" / "apply")
+    artifacts = tmp_path / "runs" / "apply"
+    extravars = {
+        "who": "gpufabric",
+        "db_password": "fake-db-password-0123456",
+        "site_pin": "fake-site-pin-0123456789",
+        "command_file": str(artifacts / "command"),
+    }
+    run = runs.run_playbook(playbook, str(hosts), extravars=extravars, artifacts_dir=artifacts)
     assert (run.rc, run.status) == (0, "successful"), (run.artifacts_dir / "stdout").read_text()
     secrets = [*SECRETS.values(), extravars["db_password"], extravars["site_pin"]]
     for path in run.artifacts_dir.rglob("*"):
@@ -373,7 +383,7 @@ def test_secrets_never_rest_in_the_artifacts(tmp_path: Path, monkeypatch: pytest
     assert command["env"]["PATH"], "only secrets are redacted"
     assert not any("fake" in arg for arg in command["command"]), "extra variables never on the command line"
     record = json.loads((run.artifacts_dir / "gpufabric-run.json").read_text())
-    assert record["extravars"] == {"who": "gpufabric", "db_password": runs.REDACTED, "site_pin": runs.REDACTED}
+    assert record["extravars"] == {**extravars, "db_password": runs.REDACTED, "site_pin": runs.REDACTED}
 
 
 def test_tally_shortens_a_roles_argument_check_to_its_first_part() -> None:
