@@ -81,6 +81,12 @@ class CatalogError(Exception):
 # ---------------------------------------------------------------------------
 
 
+def _repr(value: Any) -> str:
+    """A value as an error shows it: its repr, cut short (a mapping where a name belongs can be long)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _str(value: Any) -> str | None:
     return None if isinstance(value, str) and value else "must be a non-empty string"
 
@@ -107,7 +113,7 @@ def _bool(value: Any) -> str | None:
 def _choice(choices: tuple[str, ...]):
     def check(value: Any) -> str | None:
         if value not in choices:
-            return f"{value!r} is not accepted; accepted: {', '.join(choices)}"
+            return f"{_repr(value)} is not accepted; accepted: {', '.join(choices)}"
         return None
 
     return check
@@ -120,7 +126,7 @@ def _list_of(item_check):
         for index, item in enumerate(value):
             problem = item_check(item)
             if problem:
-                return f"item {index} ({item!r}) {problem}"
+                return f"item {index} ({_repr(item)}) {problem}"
         return None
 
     return check
@@ -130,7 +136,7 @@ def _matches(pattern: re.Pattern[str], accepted: str):
     def check(value: Any) -> str | None:
         if isinstance(value, str) and pattern.match(value):
             return None
-        return f"{value!r} is not accepted; accepted: {accepted}"
+        return f"{_repr(value)} is not accepted; accepted: {accepted}"
 
     return check
 
@@ -160,7 +166,7 @@ def _check_line(text: str, path: str, what: str, source: str) -> None:
         raise CatalogError(
             source,
             path,
-            f"{what} {text!r} holds {unicodedata.name(char, 'a control character')} (U+{ord(char):04X}); "
+            f"{what} {_repr(text)} holds {unicodedata.name(char, 'a control character')} (U+{ord(char):04X}); "
             "accepted: one line of printable text",
         )
 
@@ -202,7 +208,7 @@ def _env(allow_null: bool):
             return "must be a mapping of VARIABLE: value"
         for name, setting in value.items():
             if not isinstance(name, str) or not ENV_NAME.match(name):
-                return f"variable name {name!r} must match {ENV_NAME.pattern}"
+                return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
             if setting is None and allow_null:
                 continue
             if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
@@ -375,8 +381,9 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 
 
 def _shown(value: Any) -> str:
-    """A key as an error shows it: as written when it is one line of printable text, else its repr."""
-    return value if isinstance(value, str) and value and _unprintable(value) is None else repr(value)
+    """A key as an error shows it: as written when it is a short line of printable text, else its repr."""
+    plain = isinstance(value, str) and 0 < len(value) <= 80 and _unprintable(value) is None
+    return value if plain else _repr(value)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

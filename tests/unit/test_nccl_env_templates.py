@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The nccl_env templates hold any value the catalog accepts exactly: sh reads back what was written, NCCL too.
+
+The templates are rendered with Jinja2 and Ansible's own `quote` filter (all they use besides Jinja's
+builtins); the molecule scenario renders them through Ansible on a real host.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import jinja2
+import pytest
+from ansible.plugins.filter.core import quote
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "nccl_env" / "templates"
+PLAN = {"profile": "gcp/a3-megagpu-8g", "tier": "best", "fabric": "tcpxo"}
+# Values a catalog may hold (one printable line): shell metacharacters, quotes, '=' and '#' included.
+AWKWARD = [
+    "plain",
+    "two words",
+    "$(touch pwned)",
+    "`touch pwned`",
+    "it's",
+    'say "hi"',
+    "a;b&c|d>e<f",
+    "=mlx5_0:1,mlx5_1:1",
+    "# not a comment",
+    "${HOME}",
+    "",
+    "naïve — ünïcode",
+]
+
+
+def render(name: str, **variables: object) -> str:
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True)
+    environment.filters["quote"] = quote
+    return environment.get_template(name).render(nccl_env__plan=PLAN, **variables)
+
+
+def nccl_reads(text: str) -> dict[str, str]:
+    """NCCL's setEnvFile (src/misc/param.cc): each line split at its first '=', the rest verbatim."""
+    values = {}
+    for line in text.split("\n"):
+        name, sep, value = line.partition("=")
+        if sep:
+            values[name] = value
+    return values
+
+
+def test_nccl_conf_holds_each_value_verbatim() -> None:
+    env = {f"NCCL_V{index}": value for index, value in enumerate(AWKWARD)}
+    assert nccl_reads(render("nccl.conf.j2", nccl_env__nccl=env, nccl_env_conf_path="/etc/nccl.conf")) == env
+
+
+@pytest.mark.parametrize("path_variables", [[], ["V0", "V2", "V10"]], ids=["plain", "path-variables"])
+def test_the_login_script_sets_each_value_exactly(tmp_path: Path, path_variables: list[str]) -> None:
+    env = {f"V{index}": value for index, value in enumerate(AWKWARD)}
+    script = tmp_path / "env.sh"
+    script.write_text(
+        render(
+            "fabric-env.sh.j2",
+            nccl_env__shell=env,
+            nccl_env_conf_path="/etc/nccl.conf",
+            nccl_env_path_variables=path_variables,
+        ),
+        encoding="utf-8",
+    )
+    reader = "; ".join(f'printf "%s\\0" "${name}"' for name in env)
+    done = subprocess.run(
+        ["sh", "-c", f". {script}; {reader}"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        check=True,
+    )
+    assert done.stdout.decode("utf-8").split("\0")[:-1] == list(env.values())
+    assert not (tmp_path / "pwned").exists()
