@@ -413,3 +413,30 @@ def test_module_utils_is_standalone():
     source = Path(sriov.__file__).read_text()
     imports = re.findall(r"^(?:from|import) (\S+)", source, flags=re.MULTILINE)
     assert set(imports) <= {"__future__", "json", "os", "re", "subprocess", "time", "collections.abc", "typing"}
+
+
+@pytest.mark.parametrize(
+    ("given", "normalized"),
+    [
+        ({}, {"physical_functions": [], "num_vfs": None, "address_scheme": "derived"}),
+        (
+            {"physical_functions": "ibp23s0", "num_vfs": 0, "address_scheme": "kernel"},
+            {"physical_functions": ["ibp23s0"], "num_vfs": 0, "address_scheme": "kernel"},
+        ),
+        ({"physical_functions": ["a", "b"], "num_vfs": 16}, {"physical_functions": ["a", "b"], "num_vfs": 16}),
+    ],
+)
+def test_layout_vars_normalize(given, normalized):
+    """The one check of the layout host vars (role, plan, k8s manifests): a string is ONE physical function."""
+    settings, errors = sriov.layout_vars(given)
+    assert errors == []
+    assert {key: settings[key] for key in normalized} == normalized
+
+
+def test_layout_vars_name_every_bad_value():
+    _settings, errors = sriov.layout_vars({"physical_functions": 3, "num_vfs": "abc", "address_scheme": "random"})
+    assert [error.split(" is not ")[0] for error in errors] == [
+        "sriov_physical_functions 3",
+        "sriov_num_vfs 'abc'",
+        "sriov_address_scheme 'random'",
+    ]
