@@ -20,6 +20,16 @@ A run (one collective test) is a dict::
 v2.11, whose last column is the largest numeric delta (kept as ``max_error``; their data
 errors show in ``out_of_bounds``). Non-finite numbers (nan, inf) become None and add an
 error, so every run serialises as strict JSON. docs/nccl-tests.md explains the rules.
+
+The output comes from hosts, so the work is bounded whatever it holds (docs/nccl-tests.md, "Limits"):
+at most ``MAX_INPUT_BYTES`` of input, ``MAX_RUNS`` runs, ``MAX_ROWS`` data rows, ``MAX_JSON_DOCUMENTS``
+JSON documents, ``MAX_JSON_VALUES`` JSON values, and ``MAX_JSON_DEPTH`` levels of
+nesting per file; the scans are linear in the input. An input over a limit is one run with
+``complete: false`` and the limit it broke in ``errors``: the parse error of any bad input.
+
+Lines may arrive indented (copied from a log viewer or a ticket) or behind launcher and log
+prefixes (OpenMPI ``[1,0]<stdout>:``, Slurm/srun ``0:``, MPICH ``[0]``, kubectl ``[pod/p/c]``,
+``host:``, ``svc |``, ISO or syslog timestamps): they parse as the raw output does.
 """
 
 from __future__ import annotations
@@ -29,7 +39,19 @@ import math
 import os
 import re
 from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
+
+# Limits on one file. A real output is 2-30 KB (a 16-node run of one collective, 8 B to 16 GiB); the largest
+# real ones are a few MB: NCCL_DEBUG=INFO on 128+ ranks, or -d all -o all (1,920 rows). 8 MiB leaves room for
+# those; a file beyond any limit is not one nccl-tests run and is refused as a whole (one error run).
+MAX_INPUT_BYTES = 8 * 1024 * 1024  # bytes (characters for text that is already decoded)
+MAX_RUNS = 64  # collective tests per file; the role writes one per file
+MAX_ROWS = 16384  # data rows per file; -d all -o all from 8 B to 16 GiB prints 1,920
+MAX_LINES = 200_000  # lines per file; NCCL_DEBUG=INFO on 128 ranks prints about 40,000
+MAX_JSON_DOCUMENTS = 64  # JSON documents per file; -J writes one
+MAX_JSON_VALUES = 1_000_000  # JSON objects, arrays, strings and comma-separated items; -J writes about 100 per row
+MAX_JSON_DEPTH = 32  # nesting levels; -J output nests 5 deep
 
 # Row layouts when no column-name line was seen (wrappers that drop comment lines):
 # token count -> (has root, per-half extra columns, trailing timestamp tokens).
@@ -56,9 +78,23 @@ _TYPE_BYTES = {
     "uint64": 8,
 }
 _COLLECTIVE_PROGRAM = re.compile(r"\b([a-z][a-z0-9_]*?)_perf(?:_mpi)?\b")
-_OPENMPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?")
-_SLURM_LABEL = re.compile(r"^\s*\d+: ?")
-_MPICH_RANK = re.compile(r"^\[\d+\] ")
+# One launcher or log prefix at the start of a line (after indentation). No data row, table header, footer or
+# banner line starts like one: rows start with two integers, comment lines with '#', the rest with a word
+# followed by a space.
+_PREFIX = re.compile(
+    r"""(?:
+        \[?\d{4}-\d{2}-\d{2}[T\ ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?(?=\s|$)  # ISO time
+      | [A-Z][a-z]{2}\ [\ \d]\d\ \d{2}:\d{2}:\d{2}\ \S+\ [^\s:]+:(?=\s|$)  # syslog: Dec  1 10:00:00 host tag[1]:
+      | \[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?(?=\s)  # a clock
+      | \[[^\]\s]{1,128}\](?:<(?:stdout|stderr|stddiag)>:|:|(?=\s|$))  # [1,0]<stdout>: (OpenMPI), [0] (MPICH),
+                                                                      # [pod/p/c] (kubectl --prefix)
+      | \d{1,7}:(?=\s|$|\#)  # srun --label: 0: (padded)
+      | [A-Za-z][\w.-]{0,253}:(?=\s|$)  # host: (pdsh, clush)
+      | [A-Za-z][\w.-]{0,253}\s+\|(?=\s|$)  # service | (docker compose)
+    )""",
+    re.VERBOSE,
+)
+_MAX_PREFIXES = 4  # e.g. a kubectl timestamp, then Slurm's label, then OpenMPI's tag
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
@@ -87,6 +123,18 @@ _BARE_NONFINITE = re.compile(r"(?<=[:\[,])(\s*)(-?)(inf|nan)\b", re.IGNORECASE)
 _EMPTY, _VERSION_S, _START_S, _NTHREAD_S, _DEVICES_S, _HEADER_S, _ROWS_S, _FOOTER_S, _CONCLUDED_S = range(9)
 _MAX_QUOTED = 8  # error lines quoted per run; a failing 64-rank job prints one per rank and frame
 _MAX_WARN = 3
+_MAX_ERRORS = 50  # problems listed per run
+_REPAIR_TRIES = 8  # cut points tried, last first, when closing a truncated JSON document
+
+
+class _OverLimit(Exception):
+    """The input breaks one of the MAX_* limits: it becomes one error run, never an exception to the caller."""
+
+
+def add_error(errors: list[str], message: str) -> None:
+    """Append a problem to a run's errors, up to _MAX_ERRORS of them (the rest are more of the same)."""
+    if len(errors) < _MAX_ERRORS:
+        errors.append(message)
 
 
 def empty_run(source_format: str = "text") -> dict[str, Any]:
@@ -147,8 +195,7 @@ class _Builder:
         return self.stage != _EMPTY or bool(self.failures) or bool(self.run["errors"])
 
     def error(self, message: str) -> None:
-        if len(self.run["errors"]) < 50:
-            self.run["errors"].append(message)
+        add_error(self.run["errors"], message)
 
     def finish(self) -> dict[str, Any]:
         run = self.run
@@ -176,12 +223,12 @@ class _Builder:
             run["errors"].append("no data rows")
         if not run["complete"]:
             run["errors"].extend(f"NCCL WARN: {line}" for line in self.warnings)
-            run["errors"].extend(self.launcher[:_MAX_QUOTED])
+            run["errors"].extend(self.launcher)
             if self.last_error:
                 run["errors"].append(f"NCCL last error: {self.last_error}")
         else:
             run["notes"].extend(f"NCCL WARN: {line}" for line in self.warnings)
-            run["notes"].extend(self.launcher[:_MAX_QUOTED])
+            run["notes"].extend(self.launcher)
             if self.last_error:
                 run["notes"].append(f"NCCL last error (the run completed): {self.last_error}")
         if self.validation_off:
@@ -207,12 +254,28 @@ def _infer_collective(rows: list[dict[str, Any]], nranks: int | None) -> str | N
     return None
 
 
-def _normalise(raw: str) -> str:
-    line = _ANSI.sub("", raw).replace("\x00", "")
-    line = _OPENMPI_TAG.sub("", line, count=1)
-    line = _MPICH_RANK.sub("", line, count=1)
-    line = _SLURM_LABEL.sub("", line, count=1)
-    return line.strip()
+def _normalise(raw: str) -> tuple[str, str]:
+    """(whole line, its content): colours, NUL padding and outer blanks dropped; the content also loses
+    indentation and launcher or log prefixes."""
+    whole = _ANSI.sub("", raw).replace("\x00", "").strip()
+    line = whole
+    for _ in range(_MAX_PREFIXES):
+        match = _PREFIX.match(line)
+        if match is None:
+            break
+        line = line[match.end() :].lstrip()
+    return whole, line
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of text one at a time (a list of every line of a large file would be many times its size)."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        yield text[start:stop]
+        start = stop + 1
 
 
 def _header_columns(line: str) -> list[str]:
@@ -249,7 +312,7 @@ def _expected_tokens(layout: tuple[bool, int, int]) -> int:
 
 
 def _parse_row(
-    tokens: list[str], layout: tuple[bool, int, int], lineno: int, errors: list[str]
+    tokens: list[str], layout: tuple[bool, int, int], lineno: int, error: Callable[[str], None]
 ) -> dict[str, Any] | None:
     has_root, extra, _stamp = layout
     prefix = 5 if has_root else 4
@@ -257,11 +320,11 @@ def _parse_row(
         size, count = int(tokens[0]), int(tokens[1])
         root = int(tokens[4]) if has_root else None
     except ValueError:
-        errors.append(f"line {lineno}: size, count or root is not an integer: {' '.join(tokens[:5])}")
+        error(f"line {lineno}: size, count or root is not an integer: {' '.join(tokens[:5])}")
         return None
     kind, redop = tokens[2], tokens[3]
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", kind) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", redop):
-        errors.append(f"line {lineno}: type {kind!r} or redop {redop!r} is not a name")
+        error(f"line {lineno}: type {kind!r} or redop {redop!r} is not a name")
         return None
     row: dict[str, Any] = {"size": size, "count": count, "type": kind, "redop": redop, "root": root}
     bad: list[str] = []
@@ -273,7 +336,7 @@ def _parse_row(
             try:
                 value = _number(token)
             except ValueError:
-                errors.append(f"line {lineno}: {placement} {key} {token!r} is not a number")
+                error(f"line {lineno}: {placement} {key} {token!r} is not a number")
                 return None
             if not math.isfinite(value):
                 bad.append(f"{placement} {key} {token}")
@@ -286,7 +349,7 @@ def _parse_row(
             try:
                 wrong = _number(wrong_s)
             except ValueError:
-                errors.append(f"line {lineno}: {placement} #wrong {wrong_s!r} is not a number or N/A")
+                error(f"line {lineno}: {placement} #wrong {wrong_s!r} is not a number or N/A")
                 return None
             if not math.isfinite(wrong):
                 bad.append(f"{placement} {'error' if not has_root else '#wrong'} {wrong_s}")
@@ -299,7 +362,7 @@ def _parse_row(
                 half["max_error"] = wrong
         row[placement] = half
     if bad:
-        errors.append(f"line {lineno}: non-finite value at size {size} ({', '.join(bad)}); reported as null")
+        error(f"line {lineno}: non-finite value at size {size} ({', '.join(bad)}); reported as null")
     return row
 
 
@@ -310,37 +373,48 @@ def _is_row_candidate(tokens: list[str]) -> bool:
 def _parse_text(text: str) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     current = _Builder()
-    total = 0
+    total = rows = 0
 
     def advance(stage: int, restart_at: int) -> None:
         """Start a new run when this line belongs before where the current run already is."""
         nonlocal current
         if current.touched and current.stage >= restart_at:
+            if len(runs) + 1 >= MAX_RUNS:
+                raise _OverLimit(f"more than {MAX_RUNS} runs in one file; nccl-tests prints one per collective test")
             runs.append(current.finish())
             current = _Builder()
         current.stage = max(current.stage, stage)
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = _normalise(raw)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if (count := text.count("\n")) >= MAX_LINES:
+        raise _OverLimit(f"{count + 1} lines, more than the limit of {MAX_LINES} lines per file")
+    for lineno, raw in enumerate(_lines(text), start=1):
+        whole, line = _normalise(raw)
         if not line:
             continue
         total += 1
-        if _NCCL_CHATTER.search(line):
+        nccl = "NCCL" in whole  # a substring test first: most lines of a large output are not NCCL's
+        if nccl and _NCCL_CHATTER.search(whole):
             continue
-        if _NCCL_WARN.search(line):
-            current.warnings.append(line)
+        # Failure lines are quoted whole: their prefix names the rank or host that failed.
+        if nccl and _NCCL_WARN.search(whole):
+            current.warnings.append(whole)
             continue
-        if _FAILURE.search(line):
+        if _FAILURE.search(whole):
             current.failure_count += 1
             if len(current.failures) < _MAX_QUOTED:
-                current.failures.append(line)
+                current.failures.append(whole)
             continue
-        if _LAUNCHER.search(line):
-            current.launcher.append(line)
+        if _LAUNCHER.search(whole):
+            if len(current.launcher) < _MAX_QUOTED:
+                current.launcher.append(whole)
             continue
         tokens = line.split()
         if _is_row_candidate(tokens):
             advance(_ROWS_S, _FOOTER_S)
+            rows += 1
+            if rows > MAX_ROWS:
+                raise _OverLimit(f"more than {MAX_ROWS} data rows in one file; nccl-tests prints a few dozen per run")
             layout = None
             if current.columns is not None:
                 layout = _layout_from_header(current.columns)
@@ -351,7 +425,7 @@ def _parse_text(text: str) -> list[dict[str, Any]]:
                 expected = "12 or 13" if current.columns is None else str(len(current.columns))
                 current.error(f"line {lineno}: {len(tokens)} fields; a data row has {expected}")
                 continue
-            row = _parse_row(tokens, layout, lineno, current.run["errors"])
+            row = _parse_row(tokens, layout, lineno, current.error)
             if row is not None:
                 current.run["rows"].append(row)
             continue
@@ -401,7 +475,12 @@ def _parse_text(text: str) -> list[dict[str, Any]]:
                 current.program_hint = current.run["collective"]
         elif match := _LAST_ERROR.search(line):
             current.last_error = match.group(1)
-        elif not line.startswith("#") and current.program_hint is None and (hint := _COLLECTIVE_PROGRAM.search(line)):
+        elif (
+            current.program_hint is None
+            and "_perf" in line
+            and not line.startswith("#")
+            and (hint := _COLLECTIVE_PROGRAM.search(line))
+        ):
             # A wrapper that echoes its command line names the binary: the collective of a pre-2.16.7 run.
             current.program_hint = hint.group(1)
     touched = current.touched
@@ -423,34 +502,63 @@ def _parse_text(text: str) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
+# A JSON string (possibly cut off at the end of the text) or one structural character: the scans below step
+# over strings whole, so a bracket or comma inside a string never counts.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}\[\],]', re.DOTALL)
+_JSON_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{}\[\]]', re.DOTALL)
+_SPACE = re.compile(r"\s*")
+
+
+def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deep the JSON text nests (strings skipped), in one linear scan; stops counting past limit.
+
+    json.loads recurses once per level, so deep input must be refused before it is decoded.
+    """
+    depth = deepest = 0
+    for match in _JSON_BRACKET.finditer(text):
+        char = match.group()
+        if char in "{[":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif char in "}]":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def _repair_truncated(text: str) -> Any:
-    """Close a JSON document cut off mid-write (the run was killed); None when nothing can be recovered."""
+    """Close a JSON document cut off mid-write (the run was killed); None when nothing can be recovered.
+
+    One scan notes the last few cut points (after a closing bracket, before a comma) with the brackets
+    still open there; each is tried, last first, by decoding the text up to it plus its closers. Linear:
+    at most _REPAIR_TRIES decodes, and a decode that fails at offset N rules out every cut after N.
+    """
     stack: list[str] = []
-    cuts: deque[tuple[int, str]] = deque(maxlen=64)
-    in_string = escape = False
-    for index, char in enumerate(text):
-        if in_string:
-            if escape:
-                escape = False
-            elif char == "\\":
-                escape = True
-            elif char == '"':
-                in_string = False
-            continue
-        if char == '"':
-            in_string = True
+    closers = ""  # of the brackets open now: rebuilt when one opens or closes, shared by the commas between
+    cuts: deque[tuple[int, str]] = deque(maxlen=_REPAIR_TRIES)
+    for match in _JSON_TOKEN.finditer(text):
+        char = match.group()
+        if char == ",":
+            cuts.append((match.start(), closers))
         elif char in "{[":
             stack.append("}" if char == "{" else "]")
+            closers = "".join(reversed(stack))
         elif char in "}]":
             if not stack:
                 return None
             stack.pop()
-            cuts.append((index + 1, "".join(reversed(stack))))
-        elif char == ",":
-            cuts.append((index, "".join(reversed(stack))))
+            closers = "".join(reversed(stack))
+            cuts.append((match.end(), closers))
+    limit = len(text)
     for cut, closers in reversed(cuts):
+        if cut > limit:
+            continue
         try:
             return json.loads(text[:cut] + closers)
+        except json.JSONDecodeError as exc:
+            limit = min(limit, exc.pos)
         except ValueError:
             continue
     return None
@@ -462,10 +570,11 @@ def _json_strict(text: str) -> tuple[list[Any], int | None, str | None]:
     documents: list[Any] = []
     index = 0
     while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
+        index = _SPACE.match(text, index).end()  # type: ignore[union-attr]  # \s* always matches
         if index >= len(text):
             return documents, None, None
+        if len(documents) >= MAX_JSON_DOCUMENTS:
+            raise _OverLimit(f"more than {MAX_JSON_DOCUMENTS} JSON documents in one file; nccl-tests -J writes one")
         try:
             document, index = decoder.raw_decode(text, index)
         except ValueError as exc:
@@ -477,8 +586,18 @@ def _json_documents(text: str) -> tuple[list[tuple[Any, bool]], str | None]:
     """Every JSON object in the text as (document, truncated); a problem message when one cannot be read.
 
     nccl-tests writes doubles with %lf, so infinity comes out as a bare `inf`: quote those and retry
-    before treating the text as cut off.
+    before treating the text as cut off. The size limits are checked first, by linear scans, so the
+    decoder never sees more objects or deeper nesting than they allow.
     """
+    # Counted at C speed, before any Python loop over the tokens.
+    values = text.count("{") + text.count("[") + text.count(",") + text.count('"') // 2
+    if values > MAX_JSON_VALUES:
+        raise _OverLimit(
+            f"about {values} JSON values, more than the limit of {MAX_JSON_VALUES} (nccl-tests -J writes about "
+            "100 per row)"
+        )
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise _OverLimit(f"JSON nested deeper than {MAX_JSON_DEPTH} levels (nccl-tests -J nests 5)")
     candidate = text
     for candidate in (text, _BARE_NONFINITE.sub(r'\1"\2\3"', text)):
         documents, failed_at, problem = _json_strict(candidate)
@@ -495,15 +614,15 @@ def _json_number(value: Any, where: str, errors: list[str]) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        errors.append(f"{where}: {value!r} is not a number")
+        add_error(errors, f"{where}: {value!r} is not a number")
         return None
     try:
         number = float(value)
     except (TypeError, ValueError):
-        errors.append(f"{where}: {value!r} is not a number")
+        add_error(errors, f"{where}: {value!r} is not a number")
         return None
     if not math.isfinite(number):
-        errors.append(f"{where}: non-finite value {value}; reported as null")
+        add_error(errors, f"{where}: non-finite value {value}; reported as null")
         return None
     return number
 
@@ -512,7 +631,7 @@ def _json_run(document: Any, truncated: bool) -> dict[str, Any]:
     run = empty_run("json")
     errors: list[str] = run["errors"]
     if not isinstance(document, dict):
-        errors.append(f"JSON output is a {type(document).__name__}, not an object")
+        add_error(errors, f"JSON output is a {type(document).__name__}, not an object")
         return run
     run["json_schema"] = document.get("version")
     args = document.get("args")
@@ -531,10 +650,12 @@ def _json_run(document: Any, truncated: bool) -> dict[str, Any]:
     results = document.get("results")
     if not isinstance(results, list):
         results = []
+    if len(results) > MAX_ROWS:
+        raise _OverLimit(f"{len(results)} JSON results, more than the limit of {MAX_ROWS} data rows per file")
     for position, result in enumerate(results):
         where = f"results[{position}]"
         if not isinstance(result, dict):
-            errors.append(f"{where}: not an object")
+            add_error(errors, f"{where}: not an object")
             continue
         try:
             size, count = int(result["size"]), int(result["count"])
@@ -549,13 +670,13 @@ def _json_run(document: Any, truncated: bool) -> dict[str, Any]:
             }
         except (KeyError, TypeError, ValueError):
             if not (truncated and position == len(results) - 1):  # the record the cut went through
-                errors.append(f"{where}: size, count, type or redop missing or malformed")
+                add_error(errors, f"{where}: size, count, type or redop missing or malformed")
             continue
         for placement in ("out_of_place", "in_place"):
             half = result.get(placement)
             if not isinstance(half, dict):
                 if not (truncated and position == len(results) - 1):
-                    errors.append(f"{where}: no {placement} result")
+                    add_error(errors, f"{where}: no {placement} result")
                 row = {}
                 break
             time_value = half.get("time", half.get("cpu_time"))
@@ -579,17 +700,20 @@ def _json_run(document: Any, truncated: bool) -> dict[str, Any]:
             run["notes"].append("Avg bus bandwidth FAILED against NCCL_TESTS_MIN_BW (x 0.9)")
     footer = isinstance(oob, dict) and isinstance(average, dict)
     run["complete"] = footer and not truncated
-    last_errors = [text for text in document.get("errors") or [] if isinstance(text, str) and text.strip()]
+    reported = document.get("errors")
+    last_errors = (
+        [text for text in reported if isinstance(text, str) and text.strip()] if isinstance(reported, list) else []
+    )
     if truncated:
-        errors.append("the JSON output is truncated: the run stopped before it finished")
+        add_error(errors, "the JSON output is truncated: the run stopped before it finished")
     elif not footer:
-        errors.append("no footer: the JSON output has no out_of_bounds/average_bus_bandwidth")
+        add_error(errors, "no footer: the JSON output has no out_of_bounds/average_bus_bandwidth")
     if not run["rows"]:
-        errors.append("no data rows")
+        add_error(errors, "no data rows")
     if run["complete"]:
-        run["notes"].extend(f"NCCL last error (the run completed): {text}" for text in last_errors)
+        run["notes"].extend(f"NCCL last error (the run completed): {text}" for text in last_errors[:_MAX_QUOTED])
     else:
-        errors.extend(f"NCCL last error: {text}" for text in last_errors)
+        errors.extend(f"NCCL last error: {text}" for text in last_errors[:_MAX_QUOTED])
     return run
 
 
@@ -599,7 +723,10 @@ def _parse_json(text: str) -> list[dict[str, Any]]:
         run = empty_run("json")
         run["errors"] = [problem or "not valid JSON", "no data rows"]
         return [run]
-    return [_json_run(document, truncated) for document, truncated in documents]
+    runs = [_json_run(document, truncated) for document, truncated in documents]
+    if sum(len(run["rows"]) for run in runs) > MAX_ROWS:
+        raise _OverLimit(f"more than {MAX_ROWS} data rows in one file; nccl-tests prints a few dozen per run")
+    return runs
 
 
 # ---------------------------------------------------------------------------
@@ -626,8 +753,27 @@ def _decode(data: str | bytes | None) -> tuple[str | None, str | None]:
     return text, None
 
 
+def over_limit(size: int) -> str | None:
+    """The parse error of an input of `size` bytes (or characters) when that is over MAX_INPUT_BYTES."""
+    if size <= MAX_INPUT_BYTES:
+        return None
+    return (
+        f"{size} bytes, over the limit of {MAX_INPUT_BYTES} ({MAX_INPUT_BYTES // (1024 * 1024)} MiB): "
+        "nccl-tests output is tens of KB"
+    )
+
+
+def limit_run(message: str, source_format: str = "text") -> dict[str, Any]:
+    """The one run an input over a limit parses to: incomplete, the limit in its errors."""
+    run = empty_run(source_format)
+    run["errors"] = [f"not parsed: {message}"]
+    return run
+
+
 def parse_runs(data: str | bytes | None) -> list[dict[str, Any]]:
     """Every run in nccl-tests output (text or -J JSON); never raises."""
+    if isinstance(data, (str, bytes, bytearray)) and (message := over_limit(len(data))):
+        return [limit_run(message)]
     try:
         text, problem = _decode(data)
         if text is None:
@@ -635,7 +781,11 @@ def parse_runs(data: str | bytes | None) -> list[dict[str, Any]]:
             run["errors"] = [problem or "not text", "no data rows"]
             return [run]
         notes = ["the input holds NUL bytes (dropped)"] if "\x00" in text else []
-        runs = _parse_json(text) if text.lstrip().startswith("{") else _parse_text(text)
+        is_json = text.lstrip().startswith("{")
+        try:
+            runs = _parse_json(text) if is_json else _parse_text(text)
+        except _OverLimit as exc:
+            return [limit_run(str(exc), "json" if is_json else "text")]
         for run in runs:
             run["notes"].extend(notes)
         return runs
