@@ -443,7 +443,7 @@ def apply_command(
     ] = False,
     serial: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option(help="Hosts per batch: N (1 or more) or P% (1%-100%); default all hosts at once."),
+        typer.Option(help="Hosts per batch: N (1 to 100,000) or P% (1%-100%); default all hosts at once."),
     ] = None,
     max_fail: Annotated[
         Optional[str],  # noqa: UP045
@@ -455,8 +455,8 @@ def apply_command(
 ) -> None:
     """Run playbooks/site.yml: configure every host as its catalog profile says, then show each host.
 
-    Exit 0 when every host finished (or was skipped for want of a profile), 1 when a host failed, was
-    unreachable or never got to run, 2 on a usage error.
+    Exit 0 when every host finished (or was excluded on purpose: gpufabric_managed false), 1 when a host
+    failed, was unreachable, never got to run or is not managed (no catalog profile), 2 on a usage error.
     """
     options = fabric_apply.ApplyOptions(
         inventory=inventory,
@@ -507,7 +507,8 @@ def drift_command(
     """Check every host against site.yml (check and diff mode) and report its drift.
 
     Exit 0 when every host is clean, 2 when one drifted (and every host was checked), 1 when a host
-    failed or was unreachable or the check broke, or on bad input (a bad option value, an unreadable
+    failed, was unreachable or is not managed (no catalog profile, unless excluded on purpose with the
+    host var gpufabric_managed: false) or the check broke, or on bad input (a bad option value, an unreadable
     inventory: before any run and any report). docs/drift.md has the reports' formats.
     """
     options = fabric_drift.DriftOptions(
@@ -524,9 +525,6 @@ def drift_command(
         diffs=diffs,
     )
     try:
-        for option, path in (("--json", json_path), ("--junit", junit_path), ("--prom", prom_path)):
-            if path is not None:
-                output_file.check_file(path, option)  # at once, not after the run
         with _run_display() as (progress, watch):
             outcome = fabric_drift.execute(options, progress, stdout, watch=watch)
     except UserError as exc:

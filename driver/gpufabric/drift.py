@@ -19,9 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from gpufabric import ansible_settings, apply, drift_report, runs
+from gpufabric import ansible_settings, apply, drift_report, output_file, runs
 from gpufabric import catalog as fabric_catalog
-from gpufabric.errors import UserError
 
 
 @dataclass
@@ -52,12 +51,8 @@ class DriftOutcome:
 def _check_report_paths(options: DriftOptions) -> None:
     """Fail before a long run, not after it, when a report cannot be written where asked."""
     for option, path in (("--json", options.json_path), ("--junit", options.junit_path), ("--prom", options.prom_path)):
-        if path is None:
-            continue
-        if path.is_dir():
-            raise UserError(f"{option} {path}: is a directory; give a file name")
-        if not path.parent.is_dir():
-            raise UserError(f"{option} {path}: the directory {path.parent} does not exist")
+        if path is not None:
+            output_file.check_file(path, option)
 
 
 def _run_problem(run: runs.PlaybookRun, result: drift_report.DriftResult) -> str | None:

@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from gpufabric import cli, drift, drift_report, runs
+from gpufabric.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events"
 HOSTS = ["gpu-clean-1", "gpu-clean-2", "gpu-drift-1"]
@@ -201,9 +202,9 @@ def test_a_broken_run_is_a_problem_not_clean(fake: FakeRuns, tmp_path: Path, mon
 
 
 def test_report_paths_are_checked_before_running(fake: FakeRuns, tmp_path: Path) -> None:
-    with pytest.raises(drift.UserError, match=r"--junit .*the directory .*missing does not exist"):
+    with pytest.raises(UserError, match=r"--junit .*its directory .*missing does not exist"):
         drift.execute(options(tmp_path, junit_path=tmp_path / "missing" / "d.xml"))
-    with pytest.raises(drift.UserError, match=r"--prom .*is a directory"):
+    with pytest.raises(UserError, match=r"--prom .*is a directory"):
         drift.execute(options(tmp_path, prom_path=tmp_path))
     assert fake.calls == []
 
