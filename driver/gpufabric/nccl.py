@@ -7,7 +7,9 @@ role and the CLI read output the same way; this module only loads files and rend
 
 from __future__ import annotations
 
+import errno
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +21,31 @@ from rich.text import Text
 from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 
-# A -J file of a long -I run is a few MB; anything far beyond that is not nccl-tests output.
-MAX_BYTES = 256 * 1024 * 1024
+
+def read_output(path: Path) -> bytes:
+    """The bytes of an nccl-tests output file, read only when it is a regular file within the parser's size
+    limit (nccl_output.MAX_INPUT_BYTES); OSError (with a message that names the problem) otherwise.
+
+    A FIFO or a device would block or never end, so only regular files are opened; at most one byte past
+    the limit is read, so a file that grows while it is read cannot make this read it all.
+    """
+    parser = module_utils("nccl_output")
+    status = path.stat()
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; pass the output file of an nccl-tests run")
+    if not stat.S_ISREG(status.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    with path.open("rb") as stream:
+        data = stream.read(parser.MAX_INPUT_BYTES + 1)
+    if problem := parser.over_limit(max(len(data), status.st_size)):
+        raise OSError(errno.EFBIG, problem)
+    return data
 
 
 def parse_file(path: Path) -> list[dict[str, Any]]:
-    """Every run in the file; an unreadable file is a UserError (one line, exit 2)."""
+    """Every run in the file; an unreadable or oversized file is a UserError (one line, exit 2)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise UserError(f"{path}: {size} bytes; nccl-tests output is far smaller (limit {MAX_BYTES})")
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory; pass the output file of an nccl-tests run") from None
+        data = read_output(path)
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     runs: list[dict[str, Any]] = module_utils("nccl_output").parse_runs(data)

@@ -34,6 +34,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from gpufabric import nccl as nccl_output
 from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 
@@ -44,8 +45,9 @@ BASELINE_TIER = "standard"
 # Worst first: the overall status is the worst of the runs'.
 SEVERITY = ("fail", "warn", "unjudged", "pass")
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "unjudged": "yellow", "fail": "bold red"}
-# An output far larger than any nccl-tests run (a -J file of a long -I run is a few MB) is not read.
-MAX_OUTPUT_BYTES = 256 * 1024 * 1024
+# A run.json the role writes is a few KB; one far larger, or nested deeper than it ever is, is not one.
+MAX_RECORD_BYTES = 1024 * 1024
+MAX_RECORD_DEPTH = 16
 _NO_THRESHOLD = "the profile has no threshold for"
 
 
@@ -57,20 +59,103 @@ def worst(statuses: list[str]) -> str:
     return "pass"
 
 
-def find_records(root: Path) -> list[tuple[Path, dict[str, Any] | None, str]]:
-    """Every run.json under root, sorted by path: (path, record or None, error)."""
-    found: list[tuple[Path, dict[str, Any] | None, str]] = []
-    for path in sorted(root.rglob(RECORD_FILE)):
+class RecordError(Exception):
+    """What is wrong with a run.json (the caller names the file)."""
+
+
+def _integer(value: Any) -> bool:
+    """An integer as the role writes it: a JSON number, or its text (older Ansible templates to strings)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit())
+
+
+def _check(value: Any, where: str, kind: str, *, required: bool = False) -> None:
+    """RecordError unless value (at `where` in run.json) is of kind: text, integer, list or object."""
+    if value is None:
+        if required:
+            raise RecordError(f"missing key {where!r}")
+        return
+    ok = {
+        "text": isinstance(value, str) and bool(value.strip()),
+        "integer": _integer(value),
+        "list": isinstance(value, list),
+        "object": isinstance(value, dict),
+    }[kind]
+    if not ok:
+        shown = repr(value) if isinstance(value, (str, int, float, bool)) else type(value).__name__
+        wanted = {"text": "a non-empty string", "integer": "an integer", "list": "a list", "object": "an object"}[kind]
+        raise RecordError(f"{where!r} is {shown[:80]}, not {wanted}")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise RecordError(f"{name} is not a JSON number (the role writes strict JSON)")
+
+
+def validate_record(record: Any) -> dict[str, Any]:
+    """The record, when it has the shape roles/nccl_tests writes (the keys the report reads); RecordError if not."""
+    if not isinstance(record, dict):
+        raise RecordError(f"holds a JSON {type(record).__name__}, not an object")
+    _check(record.get("profile"), "profile", "text", required=True)
+    for key in ("run_id", "tier", "algo"):
+        _check(record.get(key), key, "text")
+    _check(record.get("nodes"), "nodes", "integer")
+    _check(record.get("exit_codes"), "exit_codes", "object")
+    for key in ("hosts", "runs", "collectives"):
+        _check(record.get(key), key, "list")
+    for index, host in enumerate(record.get("hosts") or []):
+        _check(host, f"hosts[{index}]", "text", required=True)
+    for index, name in enumerate(record.get("collectives") or []):
+        _check(name, f"collectives[{index}]", "text", required=True)
+    for index, run in enumerate(record.get("runs") or []):
+        where = f"runs[{index}]"
+        _check(run, where, "object", required=True)
+        _check(run.get("collective"), f"{where}.collective", "text", required=True)
+        _check(run.get("nodes"), f"{where}.nodes", "integer")
+        _check(run.get("algo"), f"{where}.algo", "text")
+        _check(run.get("exit_code"), f"{where}.exit_code", "integer")
+        _check(run.get("file"), f"{where}.file", "text")
+        name = run.get("file")
+        if isinstance(name, str) and (Path(name).name != name or name in (".", "..") or "\\" in name):
+            raise RecordError(f"'{where}.file' is {name!r}, not a file name beside run.json")
+    if not record.get("runs") and not record.get("collectives"):
+        raise RecordError("missing key 'runs' (or 'collectives'): it names no collective")
+    return record
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """One run.json, checked: a UserError naming the file and what is wrong with it, before anything is written."""
+    try:
+        if not path.is_file():
+            raise RecordError("not a regular file")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_RECORD_BYTES + 1)
+        if len(data) > MAX_RECORD_BYTES:
+            raise RecordError(f"larger than {MAX_RECORD_BYTES} bytes; the role writes a few KB")
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            found.append((path, None, f"{path}: not a readable run.json ({exc})"))
-            continue
-        if not isinstance(record, dict):
-            found.append((path, None, f"{path}: run.json holds {type(record).__name__}, not an object"))
-            continue
-        found.append((path, record, ""))
-    return found
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+        if module_utils("nccl_output").json_depth(text, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
+            raise RecordError(f"nested deeper than {MAX_RECORD_DEPTH} levels; the role writes 5")
+        try:
+            record = json.loads(text, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"not JSON ({exc})") from None
+        return validate_record(record)
+    except RecordError as exc:
+        problem = str(exc)
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or exc})"
+    raise UserError(
+        f"{path}: {problem}; a run.json is what `gpufabric verify` (role nccl_tests) writes. "
+        "report.json and busbw.png were not written"
+    )
+
+
+def find_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every run.json under root, sorted by path, each checked (a UserError for the first bad one)."""
+    return [(path, load_record(path)) for path in sorted(root.rglob(RECORD_FILE))]
 
 
 def record_tier(path: Path, record: dict[str, Any], root: Path) -> str:
@@ -113,13 +198,17 @@ def _record_runs(record: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _read_output(path: Path) -> tuple[dict[str, Any], list[str]]:
-    """The first run of an output file (the role writes one per collective) and notes about the file."""
+def _read_output(path: Path, size_on_host: Any = None) -> tuple[dict[str, Any], list[str]]:
+    """The first run of an output file (the role writes one per collective) and notes about the file.
+
+    An output the role did not fetch because it was over the parser's limit (run.json's `output_bytes`),
+    or one that cannot be read or is over that limit here, is a failed run, never an error of the report.
+    """
     parser = module_utils("nccl_output")
     try:
-        if path.stat().st_size > MAX_OUTPUT_BYTES:
-            raise OSError(f"{path.stat().st_size} bytes; nccl-tests output is far smaller")
-        data = path.read_bytes()
+        if not path.exists() and _integer(size_on_host) and (problem := parser.over_limit(int(size_on_host))):
+            raise OSError(f"not fetched from the host: {problem}")
+        data = nccl_output.read_output(path)
     except OSError as exc:
         run: dict[str, Any] = parser.empty_run()
         run["errors"].append(f"cannot read the output {path.name}: {exc.strerror or exc}")
@@ -152,7 +241,7 @@ def judge_record(
         nodes = _int_or_none(spec.get("nodes", record.get("nodes")))
         algo = spec.get("algo") if spec.get("algo") in ("default", "ring") else "default"
         output = path.parent / str(spec.get("file") or f"{collective}-{nodes}n.txt")
-        run, notes = _read_output(output)
+        run, notes = _read_output(output, spec.get("output_bytes"))
         exit_code = _int_or_none(spec.get("exit_code"))
         verdict = planner.verdict_line(judge.judge(run, judged, nodes, algo, collective=collective), exit_code)
         reasons = [str(reason) for reason in verdict["reasons"]]
@@ -262,11 +351,7 @@ def build(
     for tier, errors in (tier_errors or {}).items():
         by_tier.setdefault(tier, {"status": "pass", "errors": [], "runs": []})["errors"].extend(errors)
     profiles: list[str] = []
-    for path, record, error in find_records(root):
-        if record is None:
-            tier = path.relative_to(root).parts[0] if len(path.relative_to(root).parts) >= 3 else "best"
-            by_tier.setdefault(tier, {"status": "pass", "errors": [], "runs": []})["errors"].append(error)
-            continue
+    for path, record in find_records(root):
         tier = record_tier(path, record, root)
         if tiers and tier not in tiers:
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -226,16 +227,87 @@ def test_compare_speedup_per_size(tmp_path, catalog):
     assert [p["size"] for p in report.build(other, catalog)["speedup"][0]["sizes"]] == sizes[:2]
 
 
-def test_no_results_is_a_usage_error_and_bad_records_fail(tmp_path, catalog):
+def test_no_results_is_a_usage_error_and_a_bad_record_is_one_too(tmp_path, catalog):
     with pytest.raises(UserError, match=r"no run\.json under"):
         report.build(tmp_path, catalog)
     (tmp_path / "best" / "x").mkdir(parents=True)
     (tmp_path / "best" / "x" / "run.json").write_text("{not json")
-    built = report.build(tmp_path, catalog)
-    assert built["status"] == "fail" and "not a readable run.json" in built["tiers"]["best"]["errors"][0]
+    with pytest.raises(UserError, match=r"best/x/run\.json: not JSON \(Expecting property name"):
+        report.build(tmp_path, catalog)
     # A tier that was asked for but left nothing.
+    (tmp_path / "best" / "x" / "run.json").unlink()
+    make_results(tmp_path, "best", {"all_reduce": FIXTURES / "v2_13_all_reduce_2node.txt"})
     built = report.build(tmp_path, catalog, tiers=["best", "standard"], tier_errors={"standard": ["host down"]})
     assert built["tiers"]["standard"]["errors"] == ["host down"]
+
+
+def _record(tmp_path: Path) -> Path:
+    return make_results(tmp_path, "best", {"all_reduce": FIXTURES / "v2_13_all_reduce_2node.txt"}) / "run.json"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[1, 2]", "holds a JSON list, not an object"),
+        (b'"text"', "holds a JSON str, not an object"),
+        (b"\xff\xfe{}", "not UTF-8 (byte 0xff at offset 0)"),
+        (b"\x00\x01binary", "not JSON"),
+        (b'{"profile": "p", "nodes": NaN}', "NaN is not a JSON number"),
+        (b'{"profile": "p", "nodes": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"profile": "p", "x": ' + b"[" * 40 + b"]" * 40 + b"}", "nested deeper than 16 levels"),
+        (b'{"profile": "p", "x": ' + b"[" * 100000, "nested deeper than 16 levels"),
+        (b'{"collectives": ["all_reduce"]}', "missing key 'profile'"),
+        (b'{"profile": "p"}', "missing key 'runs' (or 'collectives')"),
+        (b'{"profile": ["p"], "collectives": ["all_reduce"]}', "'profile' is list, not a non-empty string"),
+        (b'{"profile": "p", "nodes": "two", "collectives": ["all_reduce"]}', "'nodes' is 'two', not an integer"),
+        (b'{"profile": "p", "nodes": true, "collectives": ["all_reduce"]}', "'nodes' is True, not an integer"),
+        (b'{"profile": "p", "runs": {"a": 1}}', "'runs' is dict, not a list"),
+        (b'{"profile": "p", "runs": [1]}', "'runs[0]' is 1, not an object"),
+        (b'{"profile": "p", "runs": [{}]}', "missing key 'runs[0].collective'"),
+        (b'{"profile": "p", "runs": [{"collective": "all_reduce", "exit_code": 1.5}]}', "'runs[0].exit_code' is 1.5"),
+        (b'{"profile": "p", "runs": [{"collective": "all_reduce", "file": "../../etc/passwd"}]}', "not a file name"),
+        (b'{"profile": "p", "runs": [{"collective": "all_reduce", "file": "/etc/passwd"}]}', "not a file name"),
+        (b'{"profile": "p", "exit_codes": [0], "collectives": ["all_reduce"]}', "'exit_codes' is list, not an object"),
+        (b'{"profile": "p", "hosts": [1], "collectives": ["all_reduce"]}', "'hosts[0]' is 1, not a non-empty string"),
+        (b" " * (report.MAX_RECORD_BYTES + 1), "larger than 1048576 bytes"),
+    ],
+)
+def test_a_malformed_run_json_is_one_error_naming_the_file(tmp_path, catalog, content, message):
+    record = _record(tmp_path)
+    record.write_bytes(content)
+    with pytest.raises(UserError) as caught:
+        report.build(tmp_path, catalog)
+    text = str(caught.value)
+    assert text.startswith(f"{record}: ") and message in text, text
+    assert "\n" not in text
+
+
+def test_a_run_json_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, catalog):
+    record = _record(tmp_path)
+    record.unlink()
+    os.mkfifo(record)
+    with pytest.raises(UserError, match=r"run\.json: not a regular file"):
+        report.build(tmp_path, catalog)
+
+
+def test_an_output_over_the_parser_limit_is_a_failed_run(tmp_path, catalog):
+    record = _record(tmp_path)
+    limit = module_utils("nccl_output").MAX_INPUT_BYTES
+    with (record.parent / "all_reduce-2n.txt").open("ab") as stream:
+        stream.truncate(limit + 1)
+    (run,) = report.build(tmp_path, catalog)["tiers"]["best"]["runs"]
+    assert run["status"] == "fail" and "over the limit of 8388608 (8 MiB)" in " ".join(run["reasons"])
+
+
+def test_an_output_the_role_did_not_fetch_for_its_size_says_so(tmp_path, catalog):
+    record = _record(tmp_path)
+    data = json.loads(record.read_text())
+    data["runs"][0]["output_bytes"] = 10 * 1024 * 1024 * 1024
+    record.write_text(json.dumps(data))
+    (record.parent / "all_reduce-2n.txt").unlink()
+    (run,) = report.build(tmp_path, catalog)["tiers"]["best"]["runs"]
+    assert run["status"] == "fail"
+    assert "not fetched from the host: 10737418240 bytes, over the limit" in " ".join(run["reasons"])
 
 
 def test_table_text(tmp_path, catalog):
