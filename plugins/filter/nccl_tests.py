@@ -11,6 +11,11 @@ description:
     C(rows), C(avg_busbw), C(out_of_bounds), C(complete), C(errors), C(source_format), C(hosts) and C(notes).
   - Never fails on bad input; an empty, binary, truncated or failed run comes back with C(complete=false) and the
     reason in C(errors). docs/nccl-tests.md describes the formats handled.
+  - The work is bounded (docs/nccl-tests.md, Limits); an input over a limit (8 MiB, 200,000 lines, 64 runs,
+    16,384 rows, 64 JSON documents, 1,000,000 JSON values, 32 levels of JSON nesting) is one run with
+    C(complete=false) and the limit in C(errors).
+  - The companion filter C(nccl_over_limit) takes a size in bytes and returns why the parser would refuse an
+    output that large, or an empty string; the role uses it to leave such an output on the host.
   - The companion filter C(nccl_judge) judges one run against a catalog profile's bandwidth thresholds.
 options:
   _input:
@@ -38,11 +43,19 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_judge import judge
-from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import parse_runs
+from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import over_limit, parse_runs
 
 
 def nccl_parse(text):
     return parse_runs(text)
+
+
+def nccl_over_limit(size):
+    try:
+        size = int(size)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(f"nccl_over_limit expects a size in bytes, got {size!r}") from None
+    return over_limit(size) or ""
 
 
 def nccl_judge(run, profile, nodes, algo="default", collective=None):
@@ -59,4 +72,4 @@ def nccl_judge(run, profile, nodes, algo="default", collective=None):
 
 class FilterModule:
     def filters(self):
-        return {"nccl_parse": nccl_parse, "nccl_judge": nccl_judge}
+        return {"nccl_parse": nccl_parse, "nccl_judge": nccl_judge, "nccl_over_limit": nccl_over_limit}
