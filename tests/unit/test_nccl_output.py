@@ -368,3 +368,129 @@ def test_a_truncated_text_run_is_never_complete():
         run = nccl.parse(data[:cut])
         assert run["complete"] is False
         assert any(error.startswith("no footer") for error in run["errors"])
+
+
+# Bounded work on untrusted output (issue 16): every limit is one error run, never an exception or a long parse
+
+
+def _limit_error(data: str | bytes) -> str:
+    (run,) = nccl.parse_runs(data)
+    assert run["complete"] is False and run["rows"] == []
+    assert_shape(run)
+    (error,) = run["errors"]
+    assert error.startswith("not parsed: ")
+    return error
+
+
+def test_input_over_the_size_limit_is_refused_before_it_is_read():
+    assert "over the limit of 8388608 (8 MiB)" in _limit_error(b" " * (nccl.MAX_INPUT_BYTES + 1))
+    assert "8388609 bytes" in _limit_error("x" * (nccl.MAX_INPUT_BYTES + 1))
+    assert nccl.over_limit(nccl.MAX_INPUT_BYTES) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("{}" * 2_500_000, "JSON values, more than the limit of 1000000"),  # 5 MB: was 87 s and 2.3 GB
+        ('{"a":' + "[" * 900 + "," * 2_000_000, "JSON values, more than the limit"),  # was 53 s
+        ('{"a":' + "[" * 900 + "1,", "JSON nested deeper than 32 levels"),
+        ('{"a":' + "[" * 100_000, "JSON nested deeper than 32 levels"),  # was a RecursionError
+        ("{}\n" * (nccl.MAX_JSON_DOCUMENTS + 1), "more than 64 JSON documents"),
+        ('{"results": [' + ",".join(["{}"] * (nccl.MAX_ROWS + 1)) + "]}", "more than the limit of 16384 data rows"),
+        ("a\n" * nccl.MAX_LINES, "lines, more than the limit of 200000"),
+        ("1 1 float sum -1 1 1 1 0 1 1 1 0\n" * (nccl.MAX_ROWS + 1), "more than 16384 data rows"),
+    ],
+)
+def test_adversarial_inputs_hit_a_limit_quickly(data, message):
+    assert message in _limit_error(data)
+
+
+def test_many_runs_hit_the_run_limit():
+    one = fixture("v2_19_reference.txt").decode()
+    assert len(nccl.parse_runs(one * nccl.MAX_RUNS)) == nccl.MAX_RUNS
+    assert "more than 64 runs" in _limit_error(one * (nccl.MAX_RUNS + 1))
+
+
+def test_json_depth_skips_strings_and_stops_at_the_limit():
+    assert nccl.json_depth('{"a": ["[[[[", {"b": "}}"}]}') == 3
+    assert nccl.json_depth("[" * 10_000, limit=32) == 33
+    assert nccl.json_depth("]]]{") == 1
+
+
+def test_a_truncated_json_deep_within_the_limit_is_repaired_in_linear_time():
+    # Depth 30 and 400,000 commas: one scan, and only the last cut is decoded.
+    text = '{"a":' + "[" * 30 + "1," * 400_000
+    (run,) = nccl.parse_runs(text)
+    assert run["errors"][0] == "the JSON output is truncated: the run stopped before it finished"
+    value = nccl._repair_truncated(text)["a"]
+    for _level in range(29):
+        (value,) = value
+    assert value == [1] * 400_000
+
+
+def test_repair_skips_cuts_after_a_decoding_error():
+    assert nccl._repair_truncated('{"a": [1, 2, -, 3, 4,') == {"a": [1, 2]}
+    assert nccl._repair_truncated('{"a": "x, y", "b') == {"a": "x, y"}
+    assert nccl._repair_truncated("]") is None
+
+
+def test_errors_of_a_run_are_capped():
+    text = fixture("v2_19_reference.txt").decode() + "1 2 x y -1 a b c d e f g h\n" * 500
+    for run in nccl.parse_runs(text):
+        assert len(run["errors"]) <= 60
+
+
+PREFIXES = [
+    "    ",
+    "\t\t",
+    "[1,0]<stdout>:",
+    "[1,12]<stderr>: ",
+    "  0: ",
+    "13: ",
+    "[0] ",
+    "2026-12-01T10:00:00Z ",
+    "2026-12-01T10:00:00.123456789Z ",
+    "2026-12-01T10:00:00+01:00 ",
+    "[2026-12-01 10:00:00] ",
+    "2026-12-01 10:00:00,123 ",
+    "10:00:00 ",
+    "[pod/nccl-worker-0/nccl] ",
+    "node-a: ",
+    "nccl-worker-1  | ",
+    "Dec  1 10:00:00 node-a nccl[123]: ",
+    "2026-12-01T10:00:00Z [1,0]<stdout>:",
+    "   [pod/p/c] 2026-12-01T10:00:00Z 0: ",
+]
+
+
+def _same(runs: list[dict]) -> list[tuple]:
+    keys = ("collective", "version", "nranks", "rows", "avg_busbw", "out_of_bounds", "complete", "hosts")
+    return [tuple(json.dumps(run[key], sort_keys=True) for key in keys) for run in runs]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_indented_and_prefixed_output_parses_as_the_raw_output(prefix):
+    for name in all_fixtures():
+        if not name.endswith(".txt"):
+            continue
+        text = fixture(name).decode()
+        prefixed = "".join(prefix + line for line in text.splitlines(keepends=True))
+        assert _same(nccl.parse_runs(prefixed)) == _same(nccl.parse_runs(text)), name
+
+
+def test_a_failure_line_is_quoted_with_the_rank_that_printed_it():
+    text = "".join("[1,9]<stderr>:" + line for line in fixture("nccl_failure.txt").decode().splitlines(True))
+    errors = nccl.parse(text)["errors"]
+    assert any(error.startswith("[1,9]<stderr>:node-b: Test NCCL failure") for error in errors), errors
+
+
+def test_prefix_stripping_never_eats_a_data_row_or_footer():
+    for line in (
+        "     1048576        262144     float     sum      -1    1.0   1.0   1.0      0    1.0   1.0   1.0      0",
+        "# Out of bounds values : 0 OK",
+        "Avg bus bandwidth    : 12.5",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong",
+        "Collective test concluded: all_reduce_perf",
+        "nccl-tests version 2.19.6 nccl-headers=22905 nccl-library=22905",
+    ):
+        assert nccl._normalise(line)[1] == line.strip()
