@@ -140,15 +140,14 @@ def test_thousands_of_instances_in_pages() -> None:
     ]
     fleet += [instance(f"computeinstance-u00n{n:03}", f"us-{n}", "cpu-d3", parent_id=US) for n in range(150)]
     with FakeNebius(fleet) as fake:
-        started = time.monotonic()
         found = list(source(fake, [EU, US], page_size=page_size).instances())
-        elapsed = time.monotonic() - started
 
     assert len(found) == count + 150
     assert len({i.instance_id for i in found}) == count + 150
     assert fake.calls["InstanceService.List"] == count // page_size + math.ceil(150 / page_size)
+    # The page and call counts are the contract; speed is for bench/, never a timed assertion (this one
+    # failed at 31 s on a loaded 2-core CI machine).
     assert fake.calls["GpuClusterService.List"] == 2
-    assert elapsed < 20
 
 
 @pytest.mark.parametrize("code", [grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE])
