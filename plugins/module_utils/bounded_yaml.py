@@ -90,6 +90,13 @@ def _loader_class(libyaml: bool) -> Any:
     c_parser = getattr(getattr(yaml, "_yaml", None), "CParser", None) if libyaml else None
 
     class BoundedComposer(Composer):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self._depth = 0
+            self._aliases = 0
+            self._nodes = 0
+            self._weights: dict[str, int] = {}  # anchor: nodes its alias stands for
+
         def _count(self, mark: Any, weight: int) -> None:
             self._nodes += weight
             if self._nodes > MAX_NODES:
@@ -135,23 +142,25 @@ def _loader_class(libyaml: bool) -> Any:
 
     # The composer comes first so that its get_single_node wins over CParser's (which composes in C,
     # without the limits); the parser only supplies events.
-    parser_bases: tuple[type, ...] = (c_parser,) if c_parser is not None else (Reader, Scanner, Parser)
+    if c_parser is not None:
 
-    class BoundedLoader(BoundedComposer, *parser_bases, BoundedConstructor, Resolver):  # type: ignore[misc]
-        def __init__(self, stream: str) -> None:
-            if c_parser is not None:
+        class BoundedLoader(BoundedComposer, c_parser, BoundedConstructor, Resolver):  # type: ignore[misc]
+            def __init__(self, stream: str) -> None:
                 c_parser.__init__(self, stream)
-            else:
+                BoundedComposer.__init__(self)
+                BoundedConstructor.__init__(self)
+                Resolver.__init__(self)
+
+    else:
+
+        class BoundedLoader(BoundedComposer, Reader, Scanner, Parser, BoundedConstructor, Resolver):  # type: ignore[misc,no-redef]
+            def __init__(self, stream: str) -> None:
                 Reader.__init__(self, stream)
                 Scanner.__init__(self)
                 Parser.__init__(self)
-            BoundedComposer.__init__(self)
-            BoundedConstructor.__init__(self)
-            Resolver.__init__(self)
-            self._depth = 0
-            self._aliases = 0
-            self._nodes = 0
-            self._weights: dict[str, int] = {}
+                BoundedComposer.__init__(self)
+                BoundedConstructor.__init__(self)
+                Resolver.__init__(self)
 
     return BoundedLoader
 
