@@ -70,6 +70,8 @@ def _mark_position(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *base` may repeat: each merges one more mapping
+
 # Tests turn this off to run the pure-Python parser, the one a controller without libyaml has.
 PREFER_LIBYAML = True
 
@@ -81,6 +83,7 @@ def _loader_class(libyaml: bool) -> Any:
     from yaml.composer import Composer
     from yaml.constructor import ConstructorError, SafeConstructor
     from yaml.events import AliasEvent, CollectionStartEvent
+    from yaml.nodes import ScalarNode
     from yaml.parser import Parser
     from yaml.reader import Reader
     from yaml.resolver import Resolver
@@ -127,6 +130,21 @@ def _loader_class(libyaml: bool) -> Any:
                 self._weights[event.anchor] = self._nodes - before
             if collection:
                 self._depth -= 1
+            return node
+
+        def compose_mapping_node(self, anchor: Any) -> Any:
+            # A key written twice is a typo that YAML would settle silently (the last one wins).
+            node = super().compose_mapping_node(anchor)
+            seen: dict[tuple[str, str], Any] = {}
+            for key, _value in node.value:
+                if isinstance(key, ScalarNode) and key.tag != MERGE_TAG:
+                    first = seen.setdefault((key.tag, key.value), key.start_mark)
+                    if first is not key.start_mark:
+                        raise _Refused(
+                            key.start_mark,
+                            f"key {key.value[:60]!r} is given twice (first at line {first.line + 1}); "
+                            "accepted: each key once",
+                        )
             return node
 
     class BoundedConstructor(SafeConstructor):  # type: ignore[misc]

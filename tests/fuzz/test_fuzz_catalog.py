@@ -125,6 +125,12 @@ GRAMMAR = [
         setup=file("bad.yml", MEGA + "    nics: {gpu: {interfaces: [eth1, 'eth2;reboot']}}\n"),
     ),
     Case(
+        "catalog-profile-twice-in-one-file",
+        ("catalog", "list", "--catalog", "bad.yml"),
+        names="bad.yml: line 4, column 3: key 'gcp/a3-megagpu-8g' is given twice (first at line 2)",
+        setup=file("bad.yml", MEGA + "    description: one\n" + MEGA.split("\n", 1)[1] + "    description: two\n"),
+    ),
+    Case(
         "catalog-description-bidi-override",
         ("catalog", "list", "--catalog", "bad.yml"),
         names="profiles.gcp/a3-megagpu-8g.description: value '8x H100 \\u202e' holds RIGHT-TO-LEFT OVERRIDE",

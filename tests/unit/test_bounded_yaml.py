@@ -51,6 +51,11 @@ def test_anchors_aliases_and_merge_keys_still_work() -> None:
     assert bounded_yaml.load_text(text, "t") == yaml.safe_load(text)
 
 
+def test_merge_keys_may_repeat_and_equal_text_of_other_types_is_no_duplicate() -> None:
+    assert bounded_yaml.load_text("<<: {a: 1}\n<<: {b: 2}\nc: 3\n", "t") == {"a": 1, "b": 2, "c": 3}
+    assert bounded_yaml.load_text('{1: int, "1": str}', "t") == {1: "int", "1": "str"}
+
+
 def test_a_value_and_an_empty_document() -> None:
     assert bounded_yaml.load_text("[1, two, 3.0, null]", "-e x") == [1, "two", 3.0, None]
     assert bounded_yaml.load_text("", "t") is None
@@ -165,6 +170,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
         ("b: !!binary 'zz!'\n", "line 1, column 4", "failed to decode base64 data"),
         ("x: !!python/object/apply:os.system [id]\n", "line 1, column 4", "could not determine a constructor"),
         ("? [a, b]\n: 1\n", "line 1, column 3", "found unhashable key"),
+        ("a: 1\nb: 2\na: 3\n", "line 3, column 1", "key 'a' is given twice (first at line 1); accepted: each key once"),
     ],
     ids=[
         "syntax",
@@ -176,6 +182,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
         "bad-binary",
         "python-tag",
         "unhashable-key",
+        "duplicate-key",
     ],
 )
 def test_invalid_yaml_is_one_error_with_its_line(text: str, where: str, reason: str) -> None:
