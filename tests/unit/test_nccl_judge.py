@@ -211,3 +211,22 @@ def test_ansible_filters():
         table["nccl_judge"](runs, NDR, 2)
     with pytest.raises(AnsibleFilterError):
         table["nccl_judge"](runs[0], NDR, "two")
+
+
+def test_the_parse_filter_keeps_the_limits_and_says_when_an_output_is_too_large():
+    filters = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.nccl_tests")
+    table = filters.FilterModule().filters()
+    limit = module_utils("nccl_output").MAX_INPUT_BYTES
+    (run,) = table["nccl_parse"]("{}" * 2_500_000)
+    assert run["complete"] is False and "JSON values, more than the limit" in run["errors"][0]
+    (run,) = table["nccl_parse"](" " * (limit + 1))
+    assert "over the limit of 8388608 (8 MiB)" in run["errors"][0]
+    # Verdict of a run the parser refused: a fail with the limit quoted.
+    verdict = table["nccl_judge"](run, NDR, 2)
+    assert verdict["status"] == "fail" and "over the limit" in " ".join(verdict["reasons"])
+    assert table["nccl_over_limit"](limit) == ""
+    assert table["nccl_over_limit"](str(limit + 1)).startswith(f"{limit + 1} bytes, over the limit")
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="expects a size in bytes"):
+        table["nccl_over_limit"]("big")
