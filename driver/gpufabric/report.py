@@ -88,6 +88,12 @@ def _check(value: Any, where: str, kind: str, *, required: bool = False) -> None
         raise RecordError(f"{where!r} is {shown[:80]}, not {wanted}")
 
 
+def _check_name(name: str, where: str) -> None:
+    """An output is read beside its run.json: a name with a directory in it could read any file."""
+    if Path(name).name != name or name in (".", "..") or "\\" in name:
+        raise RecordError(f"{where!r} is {name!r}, not a file name beside run.json")
+
+
 def _refuse_constant(name: str) -> Any:
     raise RecordError(f"{name} is not a JSON number (the role writes strict JSON)")
 
@@ -107,17 +113,18 @@ def validate_record(record: Any) -> dict[str, Any]:
         _check(host, f"hosts[{index}]", "text", required=True)
     for index, name in enumerate(record.get("collectives") or []):
         _check(name, f"collectives[{index}]", "text", required=True)
+        _check_name(name, f"collectives[{index}]")  # it names the output file when there is no `runs`
     for index, run in enumerate(record.get("runs") or []):
         where = f"runs[{index}]"
         _check(run, where, "object", required=True)
         _check(run.get("collective"), f"{where}.collective", "text", required=True)
+        _check_name(run["collective"], f"{where}.collective")
         _check(run.get("nodes"), f"{where}.nodes", "integer")
         _check(run.get("algo"), f"{where}.algo", "text")
         _check(run.get("exit_code"), f"{where}.exit_code", "integer")
         _check(run.get("file"), f"{where}.file", "text")
-        name = run.get("file")
-        if isinstance(name, str) and (Path(name).name != name or name in (".", "..") or "\\" in name):
-            raise RecordError(f"'{where}.file' is {name!r}, not a file name beside run.json")
+        if run.get("file") is not None:
+            _check_name(run["file"], f"{where}.file")
     if not record.get("runs") and not record.get("collectives"):
         raise RecordError("missing key 'runs' (or 'collectives'): it names no collective")
     return record

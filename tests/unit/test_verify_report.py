@@ -267,6 +267,8 @@ def _record(tmp_path: Path) -> Path:
         (b'{"profile": "p", "runs": [{"collective": "all_reduce", "exit_code": 1.5}]}', "'runs[0].exit_code' is 1.5"),
         (b'{"profile": "p", "runs": [{"collective": "all_reduce", "file": "../../etc/passwd"}]}', "not a file name"),
         (b'{"profile": "p", "runs": [{"collective": "all_reduce", "file": "/etc/passwd"}]}', "not a file name"),
+        (b'{"profile": "p", "runs": [{"collective": "../x"}]}', "'runs[0].collective' is '../x', not a file name"),
+        (b'{"profile": "p", "collectives": ["a/b"]}', "'collectives[0]' is 'a/b', not a file name"),
         (b'{"profile": "p", "exit_codes": [0], "collectives": ["all_reduce"]}', "'exit_codes' is list, not an object"),
         (b'{"profile": "p", "hosts": [1], "collectives": ["all_reduce"]}', "'hosts[0]' is 1, not a non-empty string"),
         (b" " * (report.MAX_RECORD_BYTES + 1), "larger than 1048576 bytes"),
