@@ -259,7 +259,7 @@ def _normalise(raw: str) -> tuple[str, str]:
     indentation and launcher or log prefixes."""
     whole = _ANSI.sub("", raw).replace("\x00", "").strip()
     line = whole
-    for _ in range(_MAX_PREFIXES):
+    for _prefix in range(_MAX_PREFIXES):
         match = _PREFIX.match(line)
         if match is None:
             break
