@@ -62,9 +62,9 @@ def test_a_value_and_an_empty_document() -> None:
 
 
 def test_billion_laughs_is_refused_before_expansion() -> None:
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: a wall clock on a shared CI machine measures the neighbours
     error = refused(billion_laughs())
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 5, "refused early: expanding it takes minutes and GBs"
     assert error.where.startswith("line 6, column ")  # the alias that crosses the limit, not the end of the file
     assert "more than 1,000,000 nodes with aliases expanded (an alias bomb?)" in error.reason
 
@@ -102,9 +102,9 @@ def test_block_nesting_is_bounded_too() -> None:
 
 
 def test_very_deep_flow_nesting_is_refused_quickly() -> None:
-    start = time.monotonic()
+    start = time.process_time()
     error = refused("[" * 100_000)
-    assert time.monotonic() - start < 1
+    assert time.process_time() - start < 5
     assert (
         "nest" in error.reason
     )  # ours at depth 65, or libyaml's own limit (1,000) where its look-ahead meets it first
