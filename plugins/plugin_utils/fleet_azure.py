@@ -25,7 +25,6 @@ sets, never with instances:
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +36,7 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base impor
     STOPPED,
     DiscoveryError,
     Instance,
+    is_loopback,
     missing_sdk,
 )
 
@@ -134,7 +134,7 @@ class AzureSource:
         parts = urlsplit(self.endpoint)
         if parts.scheme == "https":
             return False
-        if parts.scheme != "http" or not _is_loopback(parts.hostname or ""):
+        if parts.scheme != "http" or not is_loopback(parts.hostname or ""):
             raise DiscoveryError(
                 CLOUD,
                 f"endpoint {self.endpoint} is not https; plain http is accepted only for a loopback address",
@@ -409,15 +409,6 @@ def connection_reason(exc: Exception) -> str:
         current = getattr(current, "inner_exception", None) or current.__cause__ or current.__context__
     text = first_line(str(exc))
     return text.rsplit(": ", 1)[-1] if ": " in text else text or type(exc).__name__
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _package_of(exc: ImportError, default: str) -> str:

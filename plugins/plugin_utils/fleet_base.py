@@ -13,6 +13,7 @@ account: they are untrusted and are marked unsafe by fleet_inventory.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -79,6 +80,16 @@ GPU_TYPE_PATTERNS = {
 
 
 KNOWN_CLOUDS = tuple(GPU_TYPE_PATTERNS)
+
+
+def is_loopback(host: str) -> bool:
+    """localhost or a loopback address: where plain http may go (a local emulator), credentials never leaving."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def is_gpu_type(cloud: str, instance_type: str) -> bool:

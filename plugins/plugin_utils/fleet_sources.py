@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError, Source
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError, Source, is_loopback
 
 PACKAGE = "ansible_collections.gpufabric.cluster.plugins.plugin_utils"
 SOURCES = {
@@ -55,17 +54,8 @@ def check_endpoint(name: str, option: str, value: Any) -> None:
         raise DiscoveryError(name, f"{option} {value!r} is not a URL ({exc}); {accepted}") from None
     if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in value):
         raise DiscoveryError(name, f"{option} {value!r} is not a URL; {accepted}")
-    if parts.scheme == "http" and not _loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         raise DiscoveryError(name, f"{option} {value!r} is plain http to a host that is not loopback; {accepted}")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def make_source(name: str, options: dict[str, Any]) -> Source:
