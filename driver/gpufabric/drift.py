@@ -121,13 +121,13 @@ def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift
 def write_reports(result: drift_report.DriftResult, options: DriftOptions) -> list[Path]:
     """The --json, --junit and --prom files, each written atomically."""
     written = []
-    for path, render in (
-        (options.json_path, drift_report.to_json),
-        (options.junit_path, drift_report.to_junit),
-        (options.prom_path, drift_report.to_prometheus),
+    for option, path, render in (
+        ("--json", options.json_path, drift_report.to_json),
+        ("--junit", options.junit_path, drift_report.to_junit),
+        ("--prom", options.prom_path, drift_report.to_prometheus),
     ):
         if path is not None:
-            drift_report.write_atomically(path, render(result))
+            output_file.write_atomically(path, render(result), option=option)
             written.append(path)
     return written
 

@@ -37,7 +37,6 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric.errors import UserError
-from gpufabric.output_file import write_atomically as write_atomically  # the reports' writer
 
 REPORT_VERSION = 1
 # Worst first: a host's state, and the order of every per-state listing.

@@ -130,7 +130,7 @@ def test_table_like_noise(pairs: list[tuple[str, str]]) -> None:
 def mutated_fixture(draw: st.DrawFn) -> bytes:
     """A SYNTHETIC fixture with a few bytes replaced, inserted or deleted, cut, or a slice repeated."""
     data = bytearray(draw(st.sampled_from(SAMPLES)))
-    for _ in range(draw(st.integers(0, 6))):
+    for _edit in range(draw(st.integers(0, 6))):
         kind = draw(st.sampled_from(["replace", "insert", "delete", "cut", "repeat"]))
         at = draw(st.integers(0, len(data)))
         if kind == "replace" and at < len(data):

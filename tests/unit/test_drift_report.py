@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -412,28 +410,6 @@ def test_prometheus_empty_run_has_all_states_at_zero() -> None:
     assert [value for _labels, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0, 0]
     assert metrics["gpufabric_drift_host_drifted"]["samples"] == []
     assert metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"] == [({}, now.timestamp())]
-
-
-def test_write_atomically_replaces_the_file_readably(tmp_path: Path) -> None:
-    target = tmp_path / "gpufabric_drift.prom"
-    target.write_text("old\n")
-    drift_report.write_atomically(target, "new\n")
-    assert target.read_text() == "new\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
-    assert os.listdir(tmp_path) == ["gpufabric_drift.prom"]
-
-
-def test_write_atomically_missing_directory_is_a_user_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"cannot write .*missing/out\.prom.*must exist"):
-        drift_report.write_atomically(tmp_path / "missing" / "out.prom", "x\n")
-
-
-def test_write_atomically_leaves_no_temporary_on_failure(tmp_path: Path) -> None:
-    target = tmp_path / "a-directory"
-    target.mkdir()
-    with pytest.raises(UserError, match="cannot write"):
-        drift_report.write_atomically(target, "x\n")  # a rename onto a directory fails
-    assert os.listdir(tmp_path) == ["a-directory"]
 
 
 # ---------------------------------------------------------------------------

@@ -71,7 +71,7 @@ NOT_A_REGULAR_FILE: list[tuple[str, Callable[[Path], None], str]] = [
 
 
 @pytest.mark.parametrize(
-    ("make", "message"), [(m, s) for _, m, s in NOT_A_REGULAR_FILE], ids=[i for i, *_ in NOT_A_REGULAR_FILE]
+    ("make", "message"), [(m, s) for _name, m, s in NOT_A_REGULAR_FILE], ids=[i for i, *_rest in NOT_A_REGULAR_FILE]
 )
 def test_a_path_that_is_not_a_regular_file_is_refused_and_untouched(
     tmp_path: Path, make: Callable[[Path], None], message: str
