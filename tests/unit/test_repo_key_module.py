@@ -134,7 +134,7 @@ def test_keyring_paths_apt_cannot_read_are_refused(dest):
 def test_checksum_is_checked_on_top(keys):
     good = hashlib.sha256(keys["binary"]).hexdigest()
     assert rk.check(keys["binary"], "/k/r.gpg", [keys["fpr"]], good, "src").fingerprints == (keys["fpr"],)
-    with pytest.raises(rk.RepoKeyError, match="did not match the pinned checksum: its sha256 is [0-9a-f]{64}"):
+    with pytest.raises(rk.RepoKeyError, match=r"did not match the pinned checksum: its sha256 is [0-9a-f]{64}"):
         rk.check(keys["binary"], "/k/r.gpg", [keys["fpr"]], "0" * 64, "src")
 
 
