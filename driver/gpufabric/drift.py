@@ -102,19 +102,21 @@ def _artifacts_base(options: DriftOptions) -> Path:
     return base
 
 
-def _check_options(options: DriftOptions) -> None:
-    """Every option that can be wrong, before any host is touched; a missing or invalid --catalog too."""
+def _check_options(options: DriftOptions) -> list[str] | None:
+    """Every option that can be wrong, before any host is touched (a missing or invalid --catalog too);
+    the parsed --limit."""
     apply.parse_tier(options.tier)
     ansible_settings.parse_name(options.settings)
-    apply.parse_limit(options.limit)
+    limit = apply.parse_limit(options.limit)
     fabric_catalog.load(options.catalog_files)
+    return limit
 
 
 def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift_report.DriftResult:
     """One check of the inventory's hosts (after --limit); artifacts in <base>/check."""
-    _check_options(options)
+    limit = _check_options(options)
     base = _artifacts_base(options)
-    hosts = runs.inventory_hosts(options.inventory, apply.parse_limit(options.limit))
+    hosts = runs.inventory_hosts(options.inventory, limit)
     return run_check(options, base / "check", hosts, progress)
 
 
@@ -172,8 +174,7 @@ def execute(
     watch: Callable[[runs.Tally], None] | None = None,
 ) -> DriftOutcome:
     """Check, and with --remediate apply to the drifted hosts and check again; write the reports."""
-    _check_options(options)
-    limit = apply.parse_limit(options.limit)
+    limit = _check_options(options)
     _check_report_paths(options)
     base = _artifacts_base(options)
     hosts = runs.inventory_hosts(options.inventory, limit)

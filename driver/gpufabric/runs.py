@@ -87,15 +87,6 @@ def site_playbook() -> Path:
     return collection_root() / "playbooks" / "site.yml"
 
 
-def _ansible_command(name: str) -> str:
-    # The one installed beside this Python (a venv) first, then PATH.
-    beside = Path(sys.executable).with_name(name)
-    found = str(beside) if beside.exists() else shutil.which(name)
-    if not found:
-        raise UserError(f"{name} not found; install gpufabric with its dependencies (ansible-core)")
-    return found
-
-
 def base_env() -> dict[str, str]:
     """What every run needs: this collection first, the Ansible beside this Python, no colour codes."""
     paths = [str(collections_path())]
@@ -110,10 +101,6 @@ def base_env() -> dict[str, str]:
         # ansible-runner would set False here; Ansible's own default is True and stays.
         env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
     return env
-
-
-def inventory_path(inventory: str) -> str:
-    return inventory_source.source(inventory)
 
 
 def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]:
@@ -356,7 +343,7 @@ def run_playbook(
                 artifact_dir=str(artifacts_dir.parent.resolve()),
                 ident=artifacts_dir.name,
                 playbook=str(playbook.resolve()),
-                inventory=inventory_path(inventory),
+                inventory=inventory_source.source(inventory),
                 limit=",".join(limit) if limit else None,
                 extravars=extravars or {},
                 envvars=env,
