@@ -50,7 +50,8 @@ STATE_STYLE = {
 }
 # The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
 UNMANAGED_FACT = "gpufabric_unmanaged"
-# The one unmanaged code that is the operator's choice: it does not make a run fail.
+# The one unmanaged code that is the operator's choice: it does not make a run fail. The plan's
+# fabric_plan.EXCLUDED; written out here so that reading reports loads no collection code.
 EXCLUDED = "excluded"
 EXIT_CLEAN, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 # Tasks outside any role (pre_tasks, tasks, handlers of the playbook itself) are grouped here.
@@ -615,7 +616,8 @@ def _testcase(host: HostDrift, role: str) -> tuple[ET.Element, str]:
 
 def _unmanaged_testcase(host: HostDrift) -> tuple[ET.Element, str]:
     """The one test case of a host site.yml left alone: a failure, skipped when excluded on purpose."""
-    verdict = host.unmanaged or {"code": "unknown_profile", "reason": ""}
+    verdict = host.unmanaged
+    assert verdict is not None  # the state is "unmanaged" only with a verdict
     case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": "managed", "time": "0"})
     message = _xml_text(_headline(f"NOT MANAGED ({verdict['code']}): {verdict['reason']}"))
     if host.excluded:

@@ -12,16 +12,16 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
 from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import CLOUDS, TIERS, Catalog
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 UNKNOWN = "unknown"
 DEFAULT_TIER = "best"
-
-
-# Ansible's spellings of a boolean host var (an ini inventory gives strings).
-_BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+# The one unmanaged code that is the operator's choice (gpufabric_managed: false): reported, not counted.
+EXCLUDED = "excluded"
 
 
 class PlanError(Exception):
@@ -103,11 +103,12 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
 def is_managed(hostvars: dict[str, Any]) -> bool:
     """The host var gpufabric_managed (default true): false excludes the host on purpose."""
     value = hostvars.get("gpufabric_managed", True)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _BOOLEANS:
-        return _BOOLEANS[value.strip().lower()]
-    raise PlanError(f"host var gpufabric_managed is {value!r}; accepted: true or false")
+    try:
+        # Ansible's own conversion, the one the lookup's `type: bool` option applies in site.yml: the plan
+        # and the playbook read an ini inventory's "yes" or "0" alike.
+        return boolean(value, strict=True)
+    except TypeError:
+        raise PlanError(f"host var gpufabric_managed is {value!r}; accepted: true or false") from None
 
 
 def unmanaged(hostvars: dict[str, Any], profile: str | None, reason: str) -> dict[str, str] | None:
@@ -117,7 +118,7 @@ def unmanaged(hostvars: dict[str, Any], profile: str | None, reason: str) -> dic
     the others make apply and drift exit non-zero.
     """
     if not is_managed(hostvars):
-        return {"code": "excluded", "reason": "excluded on purpose by the host var gpufabric_managed: false"}
+        return {"code": EXCLUDED, "reason": "excluded on purpose by the host var gpufabric_managed: false"}
     if profile is not None:
         return None
     if hostvars.get("gpufabric_profile") or (
