@@ -106,32 +106,20 @@ DIRECTORY_TARGETS: list[Target] = [
 
 
 def _cases() -> list[Case]:
-    cases = []
-    for option_id, argv, option, code in FILE_OPTIONS:
-        for target_id, setup, target, names, untouched in FILE_TARGETS:
-            cases.append(
-                Case(
-                    f"{option_id}-{target_id}",
-                    (*argv, option, target),
-                    names=f"{option} {names}",
-                    exit_code=code,
-                    setup=setup,
-                    untouched=untouched,
-                )
-            )
-    for option_id, argv, option, code in DIRECTORY_OPTIONS:
-        for target_id, setup, target, names, untouched in DIRECTORY_TARGETS:
-            cases.append(
-                Case(
-                    f"{option_id}-{target_id}",
-                    (*argv, option, target),
-                    names=f"{option} {names}",
-                    exit_code=code,
-                    setup=setup,
-                    untouched=untouched,
-                )
-            )
-    return cases
+    """Every output option against every bad target of its kind (file or directory)."""
+    return [
+        Case(
+            f"{option_id}-{target_id}",
+            (*argv, option, target),
+            names=f"{option} {names}",
+            exit_code=code,
+            setup=setup,
+            untouched=untouched,
+        )
+        for options, targets in ((FILE_OPTIONS, FILE_TARGETS), (DIRECTORY_OPTIONS, DIRECTORY_TARGETS))
+        for option_id, argv, option, code in options
+        for target_id, setup, target, names, untouched in targets
+    ]
 
 
 CASES = [

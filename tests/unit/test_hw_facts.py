@@ -18,6 +18,7 @@ import pytest
 
 from gpufabric.collection import module_utils
 from gpufabric.simulated_hw import write_tree
+from tests.fixtures import ansible_module
 
 hw_facts = module_utils("hw_facts")
 catalog = module_utils("fabric_catalog").load_catalog()
@@ -377,16 +378,9 @@ def test_this_machine_does_not_crash():
 
 
 def ansible(ansible_env: dict[str, str], *args: str) -> dict[str, Any]:
-    env = {**ansible_env, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
-    result = subprocess.run(
-        [str(BIN / "ansible"), "localhost", "-m", "gpufabric.cluster.fabric_facts", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    result = ansible_module.run(ansible_env, "fabric_facts", *args)
+    assert not result.get("failed"), result
+    return result
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:

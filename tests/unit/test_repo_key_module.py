@@ -12,18 +12,14 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufabric.collection import module_utils
-from tests.fixtures import aptrepo
+from tests.fixtures import ansible_module, aptrepo
 
 rk = module_utils("repo_key")
-BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg (gnupg) to make test keys")
 
 
@@ -142,17 +138,7 @@ def test_checksum_is_checked_on_top(keys):
 
 
 def ansible(ansible_env: dict[str, str], args: dict[str, Any], *extra: str) -> dict[str, Any]:
-    env = {**ansible_env, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
-    result = subprocess.run(
-        [str(BIN / "ansible"), "localhost", "-m", "gpufabric.cluster.repo_key", "-a", json.dumps(args), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    output = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    assert result.returncode == (2 if output.get("failed") else 0), result.stderr
-    return dict(output)
+    return ansible_module.run(ansible_env, "repo_key", "-a", json.dumps(args), *extra)
 
 
 def test_install_then_no_refetch(tmp_path, ansible_env, keys):

@@ -19,6 +19,7 @@ import pytest
 
 from gpufabric import simulated_sriov
 from gpufabric.collection import module_utils
+from tests.fixtures import ansible_module
 
 catalog = module_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
@@ -31,22 +32,9 @@ def tree(sriov_tree: Path) -> Path:
 
 
 def ansible(ansible_env: dict[str, str], tree: Path, args: dict[str, Any], *extra: str) -> dict[str, Any]:
-    env = {
-        **ansible_env,
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-        "ANSIBLE_STDOUT_CALLBACK": "json",
-        "PATH": f"{tree.parent / 'bin'}{os.pathsep}{ansible_env['PATH']}",
-    }
-    result = subprocess.run(
-        [str(BIN / "ansible"), "localhost", "-m", "gpufabric.cluster.sriov_vfs", "-a", json.dumps(args), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    output = json.loads(result.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    assert result.returncode == (2 if output.get("failed") else 0), result.stderr
-    return dict(output)
+    # The simulated kernel's `ip` stand-in first on PATH.
+    path = {"PATH": f"{tree.parent / 'bin'}{os.pathsep}{ansible_env['PATH']}"}
+    return ansible_module.run(ansible_env, "sriov_vfs", "-a", json.dumps(args), *extra, env=path)
 
 
 def test_check_apply_idempotent(tree, ansible_env):
