@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric import catalog as fabric_catalog
-from gpufabric import lab_host
+from gpufabric import lab_host, output_file
 from gpufabric.errors import UserError
 from gpufabric.lab_files import (
     CATALOG_OVERRIDE,
@@ -48,7 +48,6 @@ from gpufabric.lab_files import (
     render_inventory,
     split_roles,
     to_json,
-    write_atomically,
 )
 from gpufabric.lab_image import LAB_IMAGE, ensure_image, ensure_tools
 from gpufabric.lab_podman import (
@@ -124,7 +123,7 @@ def _existing(name: str, directory: Path, profile: str, nodes: int, image: str |
 
 
 def _save(lab: Lab) -> None:
-    write_atomically(lab.directory / LAB_JSON, to_json(lab))
+    output_file.write_atomically(lab.directory / LAB_JSON, to_json(lab), make_parents=True)
 
 
 def _ensure_key(directory: Path) -> str:
@@ -209,9 +208,11 @@ def up(
     _save(lab)  # first, so `lab down` can clean up after an `up` that failed half-way
     _start_containers(lab, body, progress)
     known_hosts = _set_up_hosts(lab, public_key, progress)
-    write_atomically(where / KNOWN_HOSTS, "\n".join(known_hosts) + "\n")
-    write_atomically(where / CATALOG_OVERRIDE, render_catalog_override(lab, catalog_override(profile, body)))
-    write_atomically(lab.inventory, render_inventory(lab))
+    output_file.write_atomically(where / KNOWN_HOSTS, "\n".join(known_hosts) + "\n", make_parents=True)
+    output_file.write_atomically(
+        where / CATALOG_OVERRIDE, render_catalog_override(lab, catalog_override(profile, body)), make_parents=True
+    )
+    output_file.write_atomically(lab.inventory, render_inventory(lab), make_parents=True)
     _save(lab)
     for host in lab.hosts:
         progress(f"{host.name}: waiting for SSH on 127.0.0.1:{host.port}")

@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from gpufabric import output_file
 from gpufabric.errors import UserError
 
 DEFAULT_NAME = "gpufabric-lab"
@@ -244,8 +243,3 @@ def from_json(text: str, directory: Path, source: str) -> Lab:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{source}: not a gpufabric lab description ({exc}); remove the lab with `lab down`") from None
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """A lab file (gpufabric's own state): its directory is made when missing."""
-    output_file.write_atomically(path, text, mode=mode, make_parents=True)

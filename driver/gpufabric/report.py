@@ -35,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric import nccl as nccl_output
+from gpufabric import output_file
 from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 
@@ -397,11 +398,8 @@ def build(
 
 def write(report: dict[str, Any], directory: Path) -> Path:
     """report.json in directory (strict JSON: the parser never leaves NaN behind)."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / REPORT_FILE
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    output_file.write_atomically(path, json.dumps(report, indent=2, allow_nan=False) + "\n", make_parents=True)
     return path
 
 
