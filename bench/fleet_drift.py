@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufabric import ansible_settings, bake, drift_report, lab, runs
+from gpufabric import ansible_settings, bake, drift_events, lab, runs
 
 PROFILE = lab.DEFAULT_PROFILE
 IMAGE_TAG = "localhost/gpufabric-bench-baked:latest"
@@ -74,7 +74,7 @@ def check_once(inventory: Path, hosts: list[str], settings: str, strategy: str |
         artifacts_dir=where,
         hosts=hosts,
     )
-    result = drift_report.summarize(run.events, expected_hosts=hosts)
+    result = drift_events.summarize(run.events, expected_hosts=hosts)
     tasks = host_tasks(run)
     return {
         "seconds": run.duration_s,

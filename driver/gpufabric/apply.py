@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from gpufabric import ansible_settings, drift_report, runs
+from gpufabric import ansible_settings, drift_events, drift_report, runs
 from gpufabric import catalog as fabric_catalog
 from gpufabric.errors import UserError
 
@@ -189,7 +189,7 @@ def _reboot_facts(events: list[dict[str, Any]]) -> tuple[dict[str, bool], bool]:
 
 def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
     """Per-host summaries of a site.yml run (every host the run was meant to cover is listed)."""
-    seen = drift_report.summarize(run.events, expected_hosts=run.hosts)
+    seen = drift_events.summarize(run.events, expected_hosts=run.hosts)
     reboot, stopped = _reboot_facts(run.events)
     ran = _hosts_in_events(run.events)
     hosts: dict[str, HostSummary] = {}

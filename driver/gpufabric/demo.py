@@ -23,7 +23,7 @@ from rich.text import Text
 from gpufabric import apply as fleet_apply
 from gpufabric import catalog as fabric_catalog
 from gpufabric import drift as fleet_drift
-from gpufabric import drift_report, lab
+from gpufabric import drift_console, lab
 from gpufabric import plan as fleet_plan
 from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
@@ -243,7 +243,7 @@ def _apply(demo: Demo) -> tuple[bool, str]:
 def _drift(demo: Demo, label: str, *, expect_drifted: list[str], expect_role: str | None = None) -> tuple[bool, str]:
     options = demo.drift_options(label)
     result = fleet_drift.check(options, demo.progress)
-    drift_report.render(result, demo.console, diffs=True)
+    drift_console.render(result, demo.console, diffs=True)
     fleet_drift.write_reports(result, options)
     drifted = result.hosts_in("drifted")
     roles = sorted({role for name in drifted for role in result.hosts[name].drifted_roles()})

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`gpufabric drift`: run playbooks/site.yml in check and diff mode and report each host's drift.
 
-One check is one site.yml run with --check --diff through gpufabric.runs; drift_report.summarize
+One check is one site.yml run with --check --diff through gpufabric.runs; drift_events.summarize
 reads its events, with the inventory's hosts (after --limit) as the expected hosts, so a host that
 never answered is unreachable, never clean. With --remediate, the hosts that drifted (and only
 those: failed or unreachable ones are left for a person) get `gpufabric apply` limited to them,
@@ -19,7 +19,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from gpufabric import ansible_settings, apply, drift_report, output_file, runs
+from gpufabric import (
+    ansible_settings,
+    apply,
+    drift_console,
+    drift_events,
+    drift_formats,
+    drift_report,
+    output_file,
+    runs,
+)
 from gpufabric import catalog as fabric_catalog
 
 
@@ -74,7 +83,7 @@ def run_check(
     """One site.yml --check --diff run over `hosts` (the inventory's, after --limit)."""
     if not hosts:
         # Nothing to run: summarize says "no host was checked", which is an error, never clean.
-        return drift_report.summarize([])
+        return drift_events.summarize([])
     run = runs.run_playbook(
         runs.site_playbook(),
         options.inventory,
@@ -89,7 +98,7 @@ def run_check(
         watch=watch,
         label=label,
     )
-    result = drift_report.summarize(run.events, expected_hosts=hosts)
+    result = drift_events.summarize(run.events, expected_hosts=hosts)
     problem = _run_problem(run, result)
     if problem:
         result.problems.append(problem)
@@ -124,9 +133,9 @@ def write_reports(result: drift_report.DriftResult, options: DriftOptions) -> li
     """The --json, --junit and --prom files, each written atomically."""
     written = []
     for option, path, render in (
-        ("--json", options.json_path, drift_report.to_json),
-        ("--junit", options.junit_path, drift_report.to_junit),
-        ("--prom", options.prom_path, drift_report.to_prometheus),
+        ("--json", options.json_path, drift_formats.to_json),
+        ("--junit", options.junit_path, drift_formats.to_junit),
+        ("--prom", options.prom_path, drift_formats.to_prometheus),
     ):
         if path is not None:
             output_file.write_atomically(path, render(result), option=option)
@@ -187,7 +196,7 @@ def execute(
 
     step(1, f"check {len(hosts)} host(s)")
     first = run_check(options, base / "check", hosts, progress, watch, "check")
-    drift_report.render(first, out, diffs=options.diffs)
+    drift_console.render(first, out, diffs=options.diffs)
     final, remediation, problems = first, None, []
     if options.remediate:
         drifted = first.hosts_in("drifted")
@@ -205,7 +214,7 @@ def execute(
                 apply.render(remediation, out)
                 step(3, f"final check of {len(hosts)} host(s)")
                 final = run_check(options, base / "final-check", hosts, progress, watch, "final check")
-                drift_report.render(final, out, diffs=options.diffs)
+                drift_console.render(final, out, diffs=options.diffs)
     for path in write_reports(final, options):
         out.print(f"wrote {escape(str(path))}", highlight=False)
     if base.exists():

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from gpufabric import cli, drift, drift_report, runs
+from gpufabric import cli, drift, drift_events, drift_report, runs
 from gpufabric.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events"
@@ -226,7 +226,7 @@ def test_cli_passes_the_options_and_exits_with_the_outcome(monkeypatch: pytest.M
     def execute(options: drift.DriftOptions, progress: Any, console: Any, *, watch: Any = None) -> drift.DriftOutcome:
         seen["options"], seen["watch"] = options, watch
         progress("a progress line")
-        result = drift_report.summarize(DRIFTED, expected_hosts=HOSTS)
+        result = drift_events.summarize(DRIFTED, expected_hosts=HOSTS)
         return drift.DriftOutcome(result, None, result, result.exit_code)
 
     monkeypatch.setattr(drift, "execute", execute)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""gpufabric.drift_report over REAL ansible-runner events (tests/fixtures/runner_events, recorded by
-record_fixtures.py from check+diff runs on localhost) and small edits of them for the rarer shapes."""
+"""gpufabric.drift_events, drift_formats and drift_console over REAL ansible-runner events
+(tests/fixtures/runner_events, recorded by record_fixtures.py from check+diff runs on localhost) and
+small edits of them for the rarer shapes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpufabric import drift_report
+from gpufabric import drift_console, drift_events, drift_formats, drift_report
 from gpufabric.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events"
@@ -27,7 +28,7 @@ def events(name: str) -> list[dict[str, Any]]:
 
 
 def summary(name: str, **kwargs: Any) -> drift_report.DriftResult:
-    return drift_report.summarize(events(name), **kwargs)
+    return drift_events.summarize(events(name), **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -71,7 +72,7 @@ def test_check_mode_change_without_diff_is_drift_with_no_diffs() -> None:
     change = summary("drifted").hosts["gpu-drift-1"].changes[1]
     assert change.task == "Write the unit drop-in without showing it"
     assert change.diffs == []
-    junit = drift_report.to_junit(summary("drifted"))
+    junit = drift_formats.to_junit(summary("drifted"))
     assert "the task gave no diff" in junit
 
 
@@ -124,13 +125,13 @@ def test_empty_run_is_not_clean() -> None:
 
 
 def test_no_events_at_all_is_not_clean() -> None:
-    result = drift_report.summarize([])
+    result = drift_events.summarize([])
     assert result.exit_code == 1 and result.started is None and result.finished is None
 
 
 def test_run_without_stats_is_incomplete() -> None:
     cut = [event for event in events("drifted") if event["event"] != "playbook_on_stats"]
-    result = drift_report.summarize(cut)
+    result = drift_events.summarize(cut)
     assert result.hosts["gpu-drift-1"].state == "drifted"
     assert result.exit_code == 1 and "incomplete" in result.problems[0]
     # Without stats the counts come from the events (a loop task and its include count once).
@@ -149,7 +150,7 @@ def test_rescued_failure_is_not_a_failure() -> None:
     edited = copy.deepcopy(events("failed"))
     stats = edited[-1]["event_data"]
     stats["failures"], stats["rescued"] = {}, {"gpu-failed-1": 1}
-    result = drift_report.summarize(edited)
+    result = drift_events.summarize(edited)
     host = result.hosts["gpu-failed-1"]
     assert host.state == "clean" and host.errors == [] and host.counts["rescued"] == 1
     assert result.exit_code == 0
@@ -162,7 +163,7 @@ def test_result_emptied_for_size_falls_back_to_file_diff_events() -> None:
         data = event["event_data"]
         if event["event"] == "runner_on_ok" and data.get("task") == "Write the fabric env file":
             data["res"] = {}
-    change = drift_report.summarize(edited).hosts["gpu-drift-1"].changes[0]
+    change = drift_events.summarize(edited).hosts["gpu-drift-1"].changes[0]
     assert change.task == "Write the fabric env file"
     assert "+NCCL_SOCKET_IFNAME=eth0\n" in change.diffs[0].unified
 
@@ -175,7 +176,7 @@ def test_changes_only_the_stats_know_still_make_drift() -> None:
             event["event_data"]["res"] = {}
         if event["event"] == "runner_on_file_diff":
             event["event_data"]["diff"] = []
-    host = drift_report.summarize(edited).hosts["gpu-drift-1"]
+    host = drift_events.summarize(edited).hosts["gpu-drift-1"]
     assert host.state == "drifted"
     assert host.changes[0].task.startswith("(3 task(s) whose result was too large")
 
@@ -187,22 +188,22 @@ def test_large_diff_is_truncated_with_a_marker() -> None:
         data = event["event_data"]
         if event["event"] == "runner_on_ok" and data.get("task") == "Write the fabric env file":
             data["res"]["diff"][0]["before"] = long_before
-    (diff,) = drift_report.summarize(edited).hosts["gpu-drift-1"].changes[0].diffs
+    (diff,) = drift_events.summarize(edited).hosts["gpu-drift-1"].changes[0].diffs
     assert diff.truncated
-    assert len(diff.before.splitlines()) == drift_report.MAX_DIFF_LINES + 1
+    assert len(diff.before.splitlines()) == drift_events.MAX_DIFF_LINES + 1
     assert diff.before.endswith("more characters not shown)\n")
-    assert len(diff.unified) < drift_report.MAX_DIFF_CHARS + 200
+    assert len(diff.unified) < drift_events.MAX_DIFF_CHARS + 200
 
 
 def test_binary_and_oversized_diffs_say_so() -> None:
-    (diff,) = drift_report._diffs({"before": "", "after": "", "dst_larger": 104448, "after_header": "/etc/big"})
+    (diff,) = drift_events._diffs({"before": "", "after": "", "dst_larger": 104448, "after_header": "/etc/big"})
     assert diff.notes == ["the current content is larger than max_diff_size (104448 bytes): not shown"]
-    assert drift_report._diffs({"before": {"path": "/a"}, "after": {"path": "/a"}}) == []
-    (state,) = drift_report._diffs(
+    assert drift_events._diffs({"before": {"path": "/a"}, "after": {"path": "/a"}}) == []
+    (state,) = drift_events._diffs(
         {"before": {"path": "/a", "state": "absent"}, "after": {"path": "/a", "state": "file"}}
     )
     assert '-  "state": "absent"' in state.unified and '+  "state": "file"' in state.unified
-    (prepared,) = drift_report._diffs({"prepared": "The following packages will be upgraded:\n  rdma-core\n"})
+    (prepared,) = drift_events._diffs({"prepared": "The following packages will be upgraded:\n  rdma-core\n"})
     assert prepared.unified.startswith("The following packages")
 
 
@@ -211,12 +212,12 @@ def test_binary_and_oversized_diffs_say_so() -> None:
     [(None, "playbook"), ("", "playbook"), ("nccl_env", "nccl_env"), ("gpufabric.cluster.nccl_env", "nccl_env")],
 )
 def test_role_name(role: str | None, expected: str) -> None:
-    assert drift_report.role_name({"role": role}) == expected
+    assert drift_events.role_name({"role": role}) == expected
 
 
 def test_garbage_events_are_skipped() -> None:
     mixed: list[Any] = [None, "text", {"event": "runner_on_ok"}, {"event": "runner_on_ok", "event_data": "x"}]
-    result = drift_report.summarize([*mixed, *events("clean")])
+    result = drift_events.summarize([*mixed, *events("clean")])
     assert result.exit_code == 0 and list(result.hosts) == ["gpu-clean-1", "gpu-clean-2"]
 
 
@@ -226,7 +227,7 @@ def test_garbage_events_are_skipped() -> None:
 
 
 def test_json_report() -> None:
-    report = json.loads(drift_report.to_json(summary("mixed")))
+    report = json.loads(drift_formats.to_json(summary("mixed")))
     assert report["report_version"] == 1 and report["exit_code"] == 1 and report["state"] == "unreachable"
     assert report["hosts_by_state"] == {"unreachable": 1, "failed": 1, "unmanaged": 0, "drifted": 2, "clean": 1}
     drifted = report["hosts"][ODD_HOST]
@@ -270,7 +271,7 @@ def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
 
 
 def test_junit_one_case_per_host_and_role() -> None:
-    root = parse_junit(drift_report.to_junit(summary("mixed")))
+    root = parse_junit(drift_formats.to_junit(summary("mixed")))
     found = cases(root)
     assert set(found) == {
         ("gpu-clean-1", "playbook"),
@@ -296,12 +297,12 @@ def test_junit_one_case_per_host_and_role() -> None:
 
 
 def test_junit_clean_run_has_no_failures() -> None:
-    root = parse_junit(drift_report.to_junit(summary("clean")))
+    root = parse_junit(drift_formats.to_junit(summary("clean")))
     assert root.get("tests") == "4" and root.get("failures") == "0" and root.get("errors") == "0"
 
 
 def test_junit_empty_run_is_an_error() -> None:
-    root = parse_junit(drift_report.to_junit(summary("empty")))
+    root = parse_junit(drift_formats.to_junit(summary("empty")))
     assert root.get("tests") == "1" and root.get("errors") == "1"
     error = root.find("testsuite/testcase/error")
     assert error is not None and "no host was checked" in (error.get("message") or "")
@@ -314,7 +315,7 @@ def test_junit_drift_and_error_in_one_role_is_one_error() -> None:
     failure["event_data"].update(role="drift_demo", ignore_errors=None, task="Break the role")
     stats["event_data"]["failures"] = {"gpu-drift-1": 1}
     edited.insert(len(edited) - 1, failure)
-    root = parse_junit(drift_report.to_junit(drift_report.summarize(edited)))
+    root = parse_junit(drift_formats.to_junit(drift_events.summarize(edited)))
     case = cases(root)[("gpu-drift-1", "drift_demo")]
     (error,) = [child for child in case if child.tag in ("failure", "error")]
     assert error.tag == "error" and "would also change" in (error.text or "")
@@ -327,13 +328,13 @@ def test_junit_carries_control_characters_as_text() -> None:
         data = event["event_data"]
         if event["event"] == "runner_on_ok" and data.get("task") == "Write the fabric env file":
             data["res"]["diff"][0]["before"] = "\x1b[31mred\x1b[0m\x00\n"
-    text = drift_report.to_junit(drift_report.summarize(edited))
+    text = drift_formats.to_junit(drift_events.summarize(edited))
     parse_junit(text)
     assert "\\x1b[31mred" in text and "\x1b" not in text
 
 
 def test_junit_escapes_odd_host_names() -> None:
-    root = parse_junit(drift_report.to_junit(summary("mixed")))
+    root = parse_junit(drift_formats.to_junit(summary("mixed")))
     assert any(suite.get("name") == ODD_HOST for suite in root.findall("testsuite"))
 
 
@@ -377,7 +378,7 @@ def parse_exposition(text: str) -> dict[str, dict[str, Any]]:
 
 def test_prometheus_textfile() -> None:
     result = summary("mixed")
-    metrics = parse_exposition(drift_report.to_prometheus(result))
+    metrics = parse_exposition(drift_formats.to_prometheus(result))
     hosts = {labels["state"]: value for labels, value in metrics["gpufabric_drift_hosts"]["samples"]}
     assert hosts == {"clean": 1, "drifted": 2, "unmanaged": 0, "failed": 1, "unreachable": 1}
     drifted = {labels["host"]: value for labels, value in metrics["gpufabric_drift_host_drifted"]["samples"]}
@@ -397,16 +398,16 @@ def test_prometheus_textfile() -> None:
 
 
 def test_prometheus_label_escaping() -> None:
-    text = drift_report.to_prometheus(summary("mixed"))
+    text = drift_formats.to_prometheus(summary("mixed"))
     assert 'gpufabric_drift_host_drifted{host="rack\\"7\\\\node"} 1\n' in text
-    assert drift_report.escape_label('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
+    assert drift_formats.escape_label('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
 
 
 def test_prometheus_empty_run_has_all_states_at_zero() -> None:
     from datetime import UTC, datetime
 
     now = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
-    metrics = parse_exposition(drift_report.to_prometheus(drift_report.summarize([]), now=now))
+    metrics = parse_exposition(drift_formats.to_prometheus(drift_events.summarize([]), now=now))
     assert [value for _labels, value in metrics["gpufabric_drift_hosts"]["samples"]] == [0, 0, 0, 0, 0]
     assert metrics["gpufabric_drift_host_drifted"]["samples"] == []
     assert metrics["gpufabric_drift_last_run_timestamp_seconds"]["samples"] == [({}, now.timestamp())]
@@ -419,7 +420,7 @@ def test_prometheus_empty_run_has_all_states_at_zero() -> None:
 
 def test_render_table_and_details() -> None:
     console = Console(record=True, width=200, color_system=None)
-    drift_report.render(summary("mixed"), console, diffs=True)
+    drift_console.render(summary("mixed"), console, diffs=True)
     text = console.export_text()
     for expected in ("gpu-clean-1", "CLEAN", "UNREACHABLE", "FAILED", "DRIFTED", ODD_HOST, "drift_demo"):
         assert expected in text
@@ -429,7 +430,7 @@ def test_render_table_and_details() -> None:
 
 def test_render_empty_run_names_the_problem() -> None:
     console = Console(record=True, width=200, color_system=None)
-    drift_report.render(summary("empty"), console)
+    drift_console.render(summary("empty"), console)
     assert "no host was checked" in console.export_text()
 
 
@@ -438,19 +439,19 @@ def test_read_artifacts_in_counter_order(tmp_path: Path) -> None:
     job_events.mkdir()
     for event in reversed(events("drifted")):
         (job_events / f"{event['counter']}-{event['uuid']}.json").write_text(json.dumps(event))
-    loaded = drift_report.read_artifacts(tmp_path)
+    loaded = drift_events.read_artifacts(tmp_path)
     assert [event["counter"] for event in loaded] == sorted(event["counter"] for event in events("drifted"))
-    assert drift_report.summarize(loaded).exit_code == 2
+    assert drift_events.summarize(loaded).exit_code == 2
 
 
 def test_read_artifacts_bad_input(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a directory"):
-        drift_report.read_artifacts(tmp_path / "nope")
+        drift_events.read_artifacts(tmp_path / "nope")
     with pytest.raises(UserError, match="holds no job event"):
-        drift_report.read_artifacts(tmp_path)
+        drift_events.read_artifacts(tmp_path)
     (tmp_path / "1-x.json").write_text("{broken")
     with pytest.raises(UserError, match=r"1-x\.json: not a readable ansible-runner job event"):
-        drift_report.read_artifacts(tmp_path)
+        drift_events.read_artifacts(tmp_path)
 
 
 def test_fixtures_are_real_runner_shapes() -> None:
@@ -497,29 +498,29 @@ def with_unmanaged(code: str, host: str = "gpu-clean-2") -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("code", ["unknown_profile", "no_profile"])
 def test_a_host_left_alone_is_unmanaged_in_every_format_and_fails_the_run(code: str) -> None:
-    result = drift_report.summarize(with_unmanaged(code), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
+    result = drift_events.summarize(with_unmanaged(code), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
     host = result.hosts["gpu-clean-2"]
     assert host.state == "unmanaged" and host.unmanaged == {"code": code, "reason": f"why {code}"}
     assert result.exit_code == 1 and result.state == "unmanaged"
 
-    report = json.loads(drift_report.to_json(result))
+    report = json.loads(drift_formats.to_json(result))
     assert report["exit_code"] == 1 and report["hosts_by_state"]["unmanaged"] == 1
     assert report["hosts"]["gpu-clean-2"]["unmanaged"] == {"code": code, "reason": f"why {code}"}
 
-    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_report.to_junit(result))}
+    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_formats.to_junit(result))}
     failure = suites["gpu-clean-2"].find("testcase/failure")
     assert failure is not None and failure.get("type") == "unmanaged" and f"why {code}" in failure.get("message", "")
 
-    metrics = parse_exposition(drift_report.to_prometheus(result))
+    metrics = parse_exposition(drift_formats.to_prometheus(result))
     assert metrics["gpufabric_drift_host_unmanaged"]["samples"] == [({"host": "gpu-clean-2", "code": code}, 1)]
     ((_labels, exit_code),) = metrics["gpufabric_drift_exit_code"]["samples"]
     assert exit_code == 1
 
 
 def test_a_host_excluded_on_purpose_is_reported_but_not_counted() -> None:
-    result = drift_report.summarize(with_unmanaged("excluded"), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
+    result = drift_events.summarize(with_unmanaged("excluded"), expected_hosts=["gpu-clean-1", "gpu-clean-2"])
     assert result.hosts["gpu-clean-2"].state == "unmanaged" and result.hosts["gpu-clean-2"].excluded
     assert result.exit_code == 0 and result.state == "clean"
-    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_report.to_junit(result))}
+    suites = {suite.get("name"): suite for suite in ET.fromstring(drift_formats.to_junit(result))}
     assert suites["gpu-clean-2"].find("testcase/skipped") is not None
     assert suites["gpu-clean-2"].get("skipped") == "1" and suites["gpu-clean-2"].get("failures") == "0"
