@@ -1,47 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
+# Several filters, so each documents itself beside this file, in plugins/filter/<filter name>.yml
+# (ansible-doc reads a filter's own YAML file only when the Python file holds no DOCUMENTATION).
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: gcp_gpudirect_rdma_plan
-author: gpufabric developers
-version_added: "0.4.0"
-short_description: Compute what the gcp_gpudirect_rdma role installs and checks on a host
-description:
-  - Takes the host's facts, the fabric_plan lookup for the profile and the role's settings; returns the
-    repositories (the Artifact Registry transport only for C(ar+https) URLs), the pinned packages, the files
-    the catalog environment names and C(errors), one message per bad input.
-  - The same file provides C(gcp_gpudirect_rdma_nic_findings) (RDMA NIC checks on the gpufabric_hardware
-    facts), C(gcp_gpudirect_rdma_script_exports) and C(gcp_gpudirect_rdma_env_differences) (Google's
-    set_nccl_env.sh against the catalog environment) and C(gcp_gpudirect_rdma_blocking).
-positional: catalog, settings
-options:
-  _input:
-    description: The host's C(ansible_facts), after M(ansible.builtin.package_facts).
-    type: dict
-    required: true
-  catalog:
-    description: The result of the C(gpufabric.cluster.fabric_plan) lookup for the profile.
-    type: dict
-    required: true
-  settings:
-    description: The role's variables without the C(gcp_gpudirect_rdma_) prefix.
-    type: dict
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Plan gIB
-  ansible.builtin.set_fact:
-    gcp_gpudirect_rdma__plan: "{{ ansible_facts | gpufabric.cluster.gcp_gpudirect_rdma_plan(catalog, settings) }}"
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - Keys C(errors), C(transport), C(repos), C(gib_repo), C(transport_repo), C(packages), C(transport_packages),
-      C(holds), C(pending), C(env), C(lib_dirs), C(plugin_pattern), C(files) and C(nics).
-  type: dict
-"""
 
 from ansible.errors import AnsibleFilterError
 

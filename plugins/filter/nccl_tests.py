@@ -1,44 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
+# Several filters, so each documents itself beside this file, in plugins/filter/<filter name>.yml
+# (ansible-doc reads a filter's own YAML file only when the Python file holds no DOCUMENTATION).
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: nccl_parse
-author: gpufabric developers
-version_added: "0.6.0"
-short_description: Parse nccl-tests output (text or -J JSON) into runs
-description:
-  - Returns a list of runs, one per collective test in the output, each with C(collective), C(version), C(nranks),
-    C(rows), C(avg_busbw), C(out_of_bounds), C(complete), C(errors), C(source_format), C(hosts) and C(notes).
-  - Never fails on bad input; an empty, binary, truncated or failed run comes back with C(complete=false) and the
-    reason in C(errors). docs/nccl-tests.md describes the formats handled.
-  - The work is bounded (docs/nccl-tests.md, Limits); an input over a limit (8 MiB, 200,000 lines, 64 runs,
-    16,384 rows, 64 JSON documents, 1,000,000 JSON values, 32 levels of JSON nesting) is one run with
-    C(complete=false) and the limit in C(errors).
-  - The companion filter C(nccl_over_limit) takes a size in bytes and returns why the parser would refuse an
-    output that large, or an empty string; the role uses it to leave such an output on the host.
-  - The companion filter C(nccl_judge) judges one run against a catalog profile's bandwidth thresholds.
-options:
-  _input:
-    description: The output of an nccl-tests binary (stdout, optionally with stderr) or the content of its -J file.
-    type: str
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Parse and judge the all_reduce run
-  ansible.builtin.set_fact:
-    nccl_tests__verdict: >-
-      {{ (nccl_tests__output.stdout | gpufabric.cluster.nccl_parse)[0]
-         | gpufabric.cluster.nccl_judge(nccl_tests__profile, 2, 'ring') }}
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - C(nccl_parse), a list of run dictionaries; C(nccl_judge), a dictionary with C(status) (pass, warn, fail,
-      unjudged), C(collective), C(nodes), C(algo), C(threshold), C(measured_busbw), C(largest_size) and C(reasons).
-  type: raw
-"""
 
 from ansible.errors import AnsibleFilterError
 

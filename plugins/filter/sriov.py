@@ -1,56 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
+# Several filters, so each documents itself beside this file, in plugins/filter/<filter name>.yml
+# (ansible-doc reads a filter's own YAML file only when the Python file holds no DOCUMENTATION).
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: sriov_plan
-author: gpufabric developers
-version_added: "0.5.0"
-short_description: Plan the sriov role's virtual functions from its inputs, the catalog profile and the hardware
-description:
-  - Takes the C(gpufabric.cluster.fabric_plan) lookup's result for the profile, the role's settings and the
-    C(gpufabric_hardware) facts (C({}) in a bake) and returns the physical functions to configure (PCI addresses,
-    resolved from netdev names, RDMA device names or PCI addresses), the configuration file the boot unit reads,
-    the firmware settings wanted and C(errors), one sentence per bad input naming the value and the variable.
-  - The same file provides C(sriov_firmware_plan) (parses C(mstconfig -e -d PCI q) outputs and says what to set
-    and whether a reboot is needed), C(sriov_address_conflicts) (the same MAC or GUID on VFs of different physical
-    functions) and C(sriov_drift) (differences a verify run found).
-positional: settings, hardware
-options:
-  _input:
-    description: The C(gpufabric.cluster.fabric_plan) lookup's result (profile, fabric, nics, sriov).
-    type: dict
-    required: true
-  settings:
-    description: The role's variables without the C(sriov_) prefix.
-    type: dict
-    required: true
-  hardware:
-    description: The C(gpufabric_hardware) facts of C(gpufabric.cluster.fabric_facts); C({}) in a bake.
-    type: dict
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Plan the virtual functions
-  ansible.builtin.set_fact:
-    sriov__plan: >-
-      {{ catalog_plan | gpufabric.cluster.sriov_plan({'profile': 'baremetal/hgx-h100-ib-ndr-sriov', 'num_vfs': 8},
-                                                      ansible_facts['gpufabric_hardware']) }}
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - C(sriov_plan) returns C(profile), C(link_type) (infiniband or ethernet), C(num_vfs), C(pci_ids), C(pfs)
-      (pf, pci_address, netdev, rdma_device, totalvfs, numvfs, vfs), C(config) (the physical functions to
-      configure now), C(boot_config) (the JSON document the boot unit reads), C(firmware) (settings wanted),
-      C(summary), C(boot_summary) and C(boot_pf_count) (what the boot unit does and how many PFs it configures,
-      for its comment and start timeout) and C(errors).
-    - C(sriov_firmware_plan) returns C(devices) (per physical function, see module_utils/sriov_firmware.py),
-      C(waiting) (PCI addresses whose VFs must wait for the reboot), C(reboot_required) and C(errors).
-    - C(sriov_address_conflicts) and C(sriov_drift) return lists of sentences.
-  type: dict
-"""
 
 import re
 from typing import Any
