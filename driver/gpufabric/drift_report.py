@@ -163,6 +163,7 @@ class DriftResult:
 
 
 def unique(values: Iterable[str]) -> list[str]:
+    """Each value once, in the order first seen (roles and error kinds are listed as they ran)."""
     return list(dict.fromkeys(values))
 
 
