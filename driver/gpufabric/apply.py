@@ -13,7 +13,7 @@ or a whole --serial batch failed).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,7 +191,6 @@ def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
     """Per-host summaries of a site.yml run (every host the run was meant to cover is listed)."""
     seen = drift_events.summarize(run.events, expected_hosts=run.hosts)
     reboot, stopped = _reboot_facts(run.events)
-    ran = _hosts_in_events(run.events)
     hosts: dict[str, HostSummary] = {}
     problems: list[str] = []
     for name, drift in seen.hosts.items():
@@ -206,7 +205,7 @@ def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
         )
         if drift.errors:
             summary.error = f"{drift.errors[0].task}: {drift.errors[0].message}"
-        if name not in ran:
+        if not drift.in_run:
             summary.state = "stopped"
             summary.error = "the host never ran: the play stopped before its batch, or the run broke"
         elif drift.state in ("unreachable", "failed"):
@@ -231,20 +230,6 @@ def summarize(run: runs.PlaybookRun, check: bool = False) -> ApplyResult:
         )
     problems.extend(problem for problem in seen.problems if problem not in problems)
     return ApplyResult(hosts, run, check, problems)
-
-
-def _hosts_in_events(events: list[dict[str, Any]]) -> set[str]:
-    found: set[str] = set()
-    for event in events:
-        data = runs.as_mapping(event.get("event_data"))
-        if str(event.get("event", "")).startswith("runner_on_") and isinstance(data.get("host"), str):
-            found.add(data["host"])
-        if event.get("event") == "playbook_on_stats":
-            for key in ("processed", "ok", "dark", "failures", "skipped"):
-                per_host = data.get(key)
-                if isinstance(per_host, Mapping):
-                    found.update(str(name) for name in per_host)
-    return found
 
 
 def execute(

@@ -242,6 +242,7 @@ def summarize(
     for name in expected_hosts:
         if name not in hosts:
             missing = hosts.setdefault(name, _Host(name))
+            missing.drift.in_run = False
             missing.unreachable_events += 1
             missing.saw_role(PLAYBOOK_ROLE)
             missing.drift.errors.append(

@@ -102,6 +102,7 @@ class HostDrift:
     errors: list[TaskError] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
     unmanaged: dict[str, str] | None = None  # {"code", "reason"} when site.yml left the host alone
+    in_run: bool = True  # False: expected (in the inventory) but in no event of the run
 
     @property
     def excluded(self) -> bool:

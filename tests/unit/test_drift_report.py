@@ -143,6 +143,8 @@ def test_expected_host_missing_from_the_run_is_unreachable() -> None:
     ghost = result.hosts["gpu-ghost"]
     assert ghost.state == "unreachable" and "not in the run" in ghost.errors[0].message
     assert result.exit_code == 1
+    # apply tells a host that never ran (stopped) from one that did.
+    assert not ghost.in_run and result.hosts["gpu-clean-1"].in_run
 
 
 def test_rescued_failure_is_not_a_failure() -> None:
