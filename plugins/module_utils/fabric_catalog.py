@@ -538,7 +538,9 @@ def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
     except YAMLFileError as exc:
         raise CatalogError(exc.source, exc.where, exc.reason) from None
     if not isinstance(data, dict) or not any(isinstance(data.get(section), dict) for section in SECTIONS):
-        raise CatalogError(source, "profiles", "the file must be a mapping with a 'profiles:' mapping, a 'fabrics:' mapping or both")
+        raise CatalogError(
+            source, "profiles", "the file must be a mapping with a 'profiles:' mapping, a 'fabrics:' mapping or both"
+        )
     unknown = sorted(_shown(key) for key in data if key not in SECTIONS)
     if unknown:
         raise CatalogError(source, unknown[0], f"unknown top-level key; accepted: {', '.join(SECTIONS)}")
