@@ -477,19 +477,31 @@ def _role_owners(fabrics: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {role: owners[0] for role, owners in named.items() if len(owners) == 1}
 
 
-def _roles_problem(roles: list[str], fabric: str, required: list[str] | None, owners: dict[str, str]) -> str | None:
-    """Why a tier's roles do not fit the fabric, or None."""
+def _roles_problem(roles: list[str], fabric: str, listed: list[str] | None, owners: dict[str, str]) -> str | None:
+    """Why a tier's roles do not fit the fabric, or None.
+
+    ``listed`` is the fabric's tier best roles (None: the fabric has no entry). A tier may leave roles
+    out (a lab runs nccl_env alone) or add some (sriov), but never another fabric's role; the roles it
+    shares with the fabric keep the fabric's order; and where it runs the fabric's own role it runs
+    every role the fabric lists before it (facts, RDMA stack, driver: what that role builds on).
+    """
     for role in roles:
         owner = owners.get(role)
         if owner is not None and owner != fabric:
             return f"names {role}, the role of fabric {owner}; a {fabric} profile cannot run it"
-    if required is None:
+    if listed is None:
         return None
-    missing = [role for role in required if role not in roles]
-    order = [role for role in roles if role in required]
-    if missing or order != required:
-        what = f"lacks {', '.join(missing)}" if missing else f"names {', '.join(order)} in another order"
-        return f"{what}; fabric {fabric} requires {', '.join(required)} in this order (other roles may come between)"
+    shared = [role for role in roles if role in listed]
+    if shared != [role for role in listed if role in shared]:
+        return f"names {', '.join(shared)} in another order; fabric {fabric} runs {', '.join(listed)} in this order"
+    own = [role for role in listed if owners.get(role) == fabric]
+    if own and own[0] in roles:
+        before = listed[: listed.index(own[0])]
+        missing = [role for role in before if role not in roles]
+        if missing:
+            return (
+                f"runs {own[0]} without {', '.join(missing)}; fabric {fabric} runs {', '.join(before)} before {own[0]}"
+            )
     return None
 
 
@@ -752,8 +764,8 @@ class _Loader:
         fabric_name = profile["fabric"]
         fabric = self.fabrics.get(fabric_name)
         for tier_name, tier in profile["tiers"].items():
-            required = fabric["tiers"]["best"]["roles"] if fabric and tier_name == "best" else None
-            problem = _roles_problem(tier["roles"], fabric_name, required, owners)
+            listed = fabric["tiers"]["best"]["roles"] if fabric else None
+            problem = _roles_problem(tier["roles"], fabric_name, listed, owners)
             if problem:
                 key = f"tiers.{tier_name}.roles"
                 accepted = f" (tier {tier_name} roles: {', '.join(tier['roles'])})"
