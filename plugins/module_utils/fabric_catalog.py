@@ -488,7 +488,7 @@ def _roles_problem(roles: list[str], fabric: str, listed: list[str] | None, owne
     for role in roles:
         owner = owners.get(role)
         if owner is not None and owner != fabric:
-            return f"names {role}, the role of fabric {owner}; a {fabric} profile cannot run it"
+            return f"names {role}, the role of fabric {owner}; a profile of fabric {fabric} cannot run it"
     if listed is None:
         return None
     shared = [role for role in roles if role in listed]
