@@ -710,10 +710,14 @@ class _Loader:
             self.raw.append((name, profile, source))
 
     def _source(self, flat: dict[str, Origin], key: str, fallback: str) -> str:
-        """The file that gave the value at ``key``, or the newest file among the values below it."""
+        """The file that gave the value at ``key``; for a mapping (an env as a whole, where a variable may be
+        missing because a file removed it), the newest file among its values and ``fallback``, the last
+        file that changed the profile."""
+        if key in flat:
+            return flat[key][1]
         prefix = key + "."
-        files = [origin[1] for path, origin in flat.items() if path == key or path.startswith(prefix)]
-        return max(files, key=self.files.index) if files else fallback
+        files = [origin[1] for path, origin in flat.items() if path.startswith(prefix)] + [fallback]
+        return max(files, key=self.files.index)
 
     def build(self, builtin_files: list[str]) -> Catalog:
         for name, fabric in self.fabrics.items():
