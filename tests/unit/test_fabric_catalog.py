@@ -549,12 +549,6 @@ profiles:
             id="tcpxo-guest-config-proto",
         ),
         pytest.param(
-            "profiles:\n  gcp/a4-highgpu-8g:\n    tiers: {best: {env: {NCCL_NET: Socket}}}\n",
-            "profiles.gcp/a4-highgpu-8g.tiers.best.env.NCCL_NET",
-            "NCCL_NET 'Socket' is not accepted by fabric gpudirect_rdma; accepted: gIB",
-            id="gib-net",
-        ),
-        pytest.param(
             "profiles:\n  gcp/a4-highgpu-8g:\n    tiers: {best: {env: {LD_LIBRARY_PATH: null}}}\n",
             "profiles.gcp/a4-highgpu-8g.tiers.best.env",
             "the catalog environment of 'gcp/a4-highgpu-8g' has no LD_LIBRARY_PATH; it must name the directory of "
