@@ -603,3 +603,7 @@ def test_role_and_catalog_share_one_env_rule():
     from_role = roce.plan({"catalog": {"env": env}})["errors"]
     assert any("the catalog's NCCL_IB_TC is '300'" in error for error in from_role)
     assert roce.env_errors(env, "p") == ["p: the catalog's NCCL_IB_TC is '300'; accepted: an integer from 0 to 255"]
+
+
+def test_every_named_env_check_has_its_function():
+    assert sorted(fabric_catalog._env_checks()) == sorted(fabric_catalog.ENV_CHECKS)
