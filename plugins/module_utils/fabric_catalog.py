@@ -481,9 +481,8 @@ def _roles_problem(roles: list[str], fabric: str, listed: list[str] | None, owne
     """Why a tier's roles do not fit the fabric, or None.
 
     ``listed`` is the fabric's tier best roles (None: the fabric has no entry). A tier may leave roles
-    out (a lab runs nccl_env alone) or add some (sriov), but never another fabric's role; the roles it
-    shares with the fabric keep the fabric's order; and where it runs the fabric's own role it runs
-    every role the fabric lists before it (facts, RDMA stack, driver: what that role builds on).
+    out (a lab runs what a container can: gpufabric.lab_files.catalog_override) or add some (sriov),
+    but never another fabric's role, and the roles it shares with the fabric keep the fabric's order.
     """
     for role in roles:
         owner = owners.get(role)
@@ -494,14 +493,6 @@ def _roles_problem(roles: list[str], fabric: str, listed: list[str] | None, owne
     shared = [role for role in roles if role in listed]
     if shared != [role for role in listed if role in shared]:
         return f"names {', '.join(shared)} in another order; fabric {fabric} runs {', '.join(listed)} in this order"
-    own = [role for role in listed if owners.get(role) == fabric]
-    if own and own[0] in roles:
-        before = listed[: listed.index(own[0])]
-        missing = [role for role in before if role not in roles]
-        if missing:
-            return (
-                f"runs {own[0]} without {', '.join(missing)}; fabric {fabric} runs {', '.join(before)} before {own[0]}"
-            )
     return None
 
 

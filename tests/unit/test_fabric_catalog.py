@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from gpufabric import lab_files
 from gpufabric.collection import module_utils
 
 fabric_catalog = module_utils("fabric_catalog")
@@ -500,10 +502,11 @@ profiles:
             id="roles-out-of-order",
         ),
         pytest.param(
-            "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {roles: [infiniband, nccl_env]}}\n",
+            "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {roles: [fabric_facts, infiniband, rdma_stack]}}\n",
             "profiles.nebius/gpu-h100-sxm.tiers.best.roles",
-            "runs infiniband without fabric_facts, rdma_stack, nvidia_driver; fabric infiniband runs",
-            id="fabric-role-without-prerequisites",
+            "names fabric_facts, infiniband, rdma_stack in another order; fabric infiniband runs fabric_facts, "
+            "rdma_stack, nvidia_driver, infiniband, nccl_env, nccl_tests in this order",
+            id="fabric-role-before-its-rdma-stack",
         ),
         pytest.param(
             P5 + "    tiers: {best: {env: {FI_PROVIDER: tcp}}}\n",
@@ -607,3 +610,12 @@ def test_role_and_catalog_share_one_env_rule():
 
 def test_every_named_env_check_has_its_function():
     assert sorted(fabric_catalog._env_checks()) == sorted(fabric_catalog.ENV_CHECKS)
+
+
+def test_a_lab_subset_of_the_fabric_roles_loads(tmp_path):
+    """What `gpufabric lab` writes: each tier narrowed to the roles a container runs, in the catalog's order."""
+    builtin = fabric_catalog.load_catalog()
+    for name in ("nebius/gpu-h100-sxm", "baremetal/hgx-h100-ib-ndr-sriov", "oci/BM.GPU.H100.8", "gcp/a3-megagpu-8g"):
+        override = tmp_path / "lab.yml"
+        override.write_text(yaml.safe_dump(lab_files.catalog_override(name, builtin.get(name))), encoding="utf-8")
+        fabric_catalog.load_catalog([override])
