@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 
@@ -36,3 +38,45 @@ def summary(name: str, profile: dict[str, Any]) -> dict[str, Any]:
         f"{profile['nics']['gpu']['kind']}",
         "line_rate_gbit_s": profile["bandwidth"]["line_rate_gbit_s"],
     }
+
+
+def origin_label(origin: tuple[str, str, str]) -> str:
+    """Where a value came from, in a few words: 'fabric efa', 'profile', 'override /etc/site.yml'."""
+    kind, file, fabric = origin
+    if kind == "fabric":
+        return f"fabric {fabric}"
+    if kind == "override":
+        return f"override {file}" + (f" (fabric {fabric})" if fabric else "")
+    return "profile"
+
+
+def provenance(loaded: Any, name: str) -> dict[str, dict[str, str]]:
+    """Per value of the resolved profile (a dotted key path; a list is one value): where it came from."""
+    out: dict[str, dict[str, str]] = {}
+    for path, (kind, file, fabric) in loaded.provenance[name].items():
+        out[path] = {"from": kind, "file": file, **({"fabric": fabric} if fabric else {})}
+    return out
+
+
+def annotated(profile: dict[str, Any], origins: dict[str, tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """(YAML line, origin label) for `catalog show`: the label on each value's first line, '' elsewhere."""
+    lines: list[tuple[str, str]] = []
+
+    def walk(data: dict[str, Any], prefix: str, indent: str) -> None:
+        for key, value in data.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and value:
+                lines.append((f"{indent}{key}:", ""))
+                walk(value, f"{path}.", indent + "  ")
+                continue
+            text = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False, width=1_000_000)
+            if isinstance(value, list) and not any(isinstance(item, (dict, list)) for item in value):
+                flow = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=True, width=1_000_000)
+                if len(flow) <= 100:  # short lists (roles, interfaces) read best on one line
+                    text = flow.strip()[1:-1]
+            label = origin_label(origins[path]) if path in origins else ""
+            for index, line in enumerate(text.rstrip("\n").split("\n")):
+                lines.append((indent + line, label if index == 0 else ""))
+
+    walk(profile, "", "")
+    return lines

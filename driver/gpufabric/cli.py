@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -109,16 +108,26 @@ def catalog_show(
     catalog: CatalogOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show one profile in full."""
+    """Show one profile as resolved, and where each value came from: its fabric, the profile, an override file."""
     loaded = fabric_catalog.load(catalog)
     profile = loaded.get(name)
     if profile is None:
         raise UserError(f"no profile {name!r} in the catalog; `gpufabric catalog list` shows the accepted names")
     if as_json:
-        _print_json({"name": name, "source": loaded.origins[name], **profile})
+        provenance = fabric_catalog.provenance(loaded, name)
+        _print_json({"name": name, "source": loaded.origins[name], **profile, "provenance": provenance})
         return
+    origins = loaded.provenance[name]
+    files = {fabric_catalog.origin_label(origin): origin[1] for origin in origins.values() if origin[0] != "override"}
     stdout.print(f"[bold]{escape(name)}[/bold]  (from {escape(loaded.origins[name])})", highlight=False)
-    stdout.print(yaml.safe_dump(profile, sort_keys=False, width=120), markup=False, highlight=False)
+    for label, file in sorted(files.items()):
+        stdout.print(f"# {label} = {file}", markup=False, highlight=False)
+    lines = fabric_catalog.annotated(profile, origins)
+    width = min(max(len(line) for line, _label in lines), 100) + 2  # labels line up unless a value is long
+    for line, label in lines:
+        stdout.print(
+            f"{line}{' ' * max(width - len(line), 2)}# {label}" if label else line, markup=False, highlight=False
+        )
 
 
 @app.command()

@@ -8,6 +8,11 @@ can import it: the driver through the collection on disk, Ansible through
 PyYAML is imported only where a catalog file is read: it comes with ansible-core
 on the controller, where that happens, and module_utils must import without it.
 
+A catalog file holds ``profiles:`` (one per instance type) and ``fabrics:`` (what follows from the
+fabric: the roles in order, the standard tier, the env the fabric's NCCL plugin requires or forbids,
+the vendor's guest-config constraints). A profile inherits its fabric's tiers and overrides them; the
+loader records where each resolved value came from (``Catalog.provenance``).
+
 Validation is hand-written rather than JSON Schema so that every error names
 the file, the key path and what is accepted, in one sentence an operator reads.
 
@@ -376,8 +381,147 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Loading and merging
+# Fabrics: what follows from the fabric, and what its NCCL plugin accepts
 # ---------------------------------------------------------------------------
+
+
+def _env_checks() -> dict[str, Any]:
+    """The roles' own env rules by name, so that the catalog refuses at load time what the host would refuse.
+
+    Imported when a catalog names them: one function per rule, called by the role on the host and here.
+    Each takes (env, profile) and returns error sentences that name the value and what is accepted.
+    """
+    from ansible_collections.gpufabric.cluster.plugins.module_utils import (
+        gcp_gpudirect_rdma,
+        gcp_tcpxo,
+        infiniband,
+        roce,
+    )
+
+    def tcpxo(env: dict[str, str], profile: str) -> list[str]:
+        errors, _warnings = gcp_tcpxo.guest_config_findings(env, profile)
+        gcp_tcpxo.plugin_lib_dir(env, profile, errors)
+        return errors
+
+    return {
+        "gcp_tcpxo": tcpxo,
+        "gcp_gpudirect_rdma": gcp_gpudirect_rdma.env_errors,
+        "infiniband": infiniband.env_errors,
+        "roce": roce.env_errors,
+    }
+
+
+ENV_CHECKS = ("gcp_tcpxo", "gcp_gpudirect_rdma", "infiniband", "roce")
+
+
+def _env_names(value: Any) -> str | None:
+    return _list_of(_matches(ENV_NAME, f"a variable name ({ENV_NAME.pattern})"))(value)
+
+
+def _accepted_values(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "must be a mapping of VARIABLE: [accepted values]"
+    for name, accepted in value.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+        problem = _list_of(_str)(accepted) or (None if accepted else "must name at least one value")
+        if problem:
+            return f"{name} {problem}"
+    return None
+
+
+def _forbidden(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "must be a mapping of VARIABLE: why the fabric forbids it"
+    for name, why in value.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+        if _str(why):
+            return f"{name} must say why the fabric forbids it"
+    return None
+
+
+ENV_RULES_SCHEMA: dict[str, Any] = {
+    "require": (_env_names, False),  # variables tier best must set
+    "values": (_accepted_values, False),  # where set, one of these values
+    "forbid": (_forbidden, False),  # variables tier best must not set, with the reason
+    "checks": (_list_of(_choice(ENV_CHECKS)), False),  # the roles' rule functions (_env_checks)
+}
+
+FABRIC_SCHEMA: dict[str, Any] = {
+    "description": (_str, True),
+    # The roles of tier best are required in every profile of the fabric, in this order.
+    "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
+    "env_rules": (ENV_RULES_SCHEMA, False),
+    # The vendor's guest-config constraints, each with its source: why env_rules say what they say.
+    "constraints": (_list_of(_str), False),
+    "sources": (_list_of(_str), False),
+}
+
+
+def validate_fabric(name: str, fabric: Any, source: str) -> None:
+    """Raise CatalogError unless the fabric entry is complete; normalise its env values to strings."""
+    path = f"fabrics.{name}"
+    _check_text(fabric, path, source)
+    _check_mapping(fabric, FABRIC_SCHEMA, path, source)
+    for tier in fabric["tiers"].values():
+        tier["env"] = {key: str(value) for key, value in tier["env"].items()}
+
+
+def _role_owners(fabrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Roles that turn on one fabric (named in tier best of that fabric only), by role: aws_efa -> efa."""
+    named: dict[str, list[str]] = {}
+    for fabric_name, fabric in fabrics.items():
+        for role in fabric["tiers"]["best"]["roles"]:
+            named.setdefault(role, []).append(fabric_name)
+    return {role: owners[0] for role, owners in named.items() if len(owners) == 1}
+
+
+def _roles_problem(roles: list[str], fabric: str, listed: list[str] | None, owners: dict[str, str]) -> str | None:
+    """Why a tier's roles do not fit the fabric, or None.
+
+    ``listed`` is the fabric's tier best roles (None: the fabric has no entry). A tier may leave roles
+    out (a lab runs what a container can: gpufabric.lab_files.catalog_override) or add some (sriov),
+    but never another fabric's role, and the roles it shares with the fabric keep the fabric's order.
+    """
+    for role in roles:
+        owner = owners.get(role)
+        if owner is not None and owner != fabric:
+            return f"names {role}, the role of fabric {owner}; a profile of fabric {fabric} cannot run it"
+    if listed is None:
+        return None
+    shared = [role for role in roles if role in listed]
+    if shared != [role for role in listed if role in shared]:
+        return f"names {', '.join(shared)} in another order; fabric {fabric} runs {', '.join(listed)} in this order"
+    return None
+
+
+def _env_problems(env: dict[str, str], rules: dict[str, Any], fabric: str, profile: str) -> list[tuple[str, str]]:
+    """(env variable or '', reason) for each way tier best's env breaks the fabric's rules."""
+    problems: list[tuple[str, str]] = []
+    for name in rules.get("require", []):
+        if name not in env:
+            problems.append(("", f"lacks {name}, which fabric {fabric} requires"))
+    for name, accepted in rules.get("values", {}).items():
+        if name in env and env[name] not in accepted:
+            problems.append(
+                (name, f"{name} {env[name]!r} is not accepted by fabric {fabric}; accepted: {', '.join(accepted)}")
+            )
+    for name, why in rules.get("forbid", {}).items():
+        if name in env:
+            problems.append((name, f"{name} is set ({env[name]!r}); fabric {fabric} forbids it: {why}"))
+    checks = _env_checks() if rules.get("checks") else {}
+    for check in rules.get("checks", []):
+        problems.extend(("", reason) for reason in checks[check](env, profile))
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Loading, inheriting and merging, with where each value came from
+# ---------------------------------------------------------------------------
+
+# Where a value came from: (kind, file, fabric); kind is "fabric", "profile" or "override".
+Origin = tuple[str, str, str]
 
 
 def _shown(value: Any) -> str:
@@ -386,18 +530,27 @@ def _shown(value: Any) -> str:
     return value if plain else _repr(value)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+SECTIONS = ("profiles", "fabrics")
+
+
+def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
+    """The file's sections, each a mapping by name (empty when the file has none)."""
     source = str(path)
     try:
         data = load_file(path)
     except YAMLFileError as exc:
         raise CatalogError(exc.source, exc.where, exc.reason) from None
-    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
-        raise CatalogError(source, "profiles", "the file must be a mapping with a 'profiles:' mapping")
-    unknown = sorted(_shown(key) for key in data if key != "profiles")
+    if not isinstance(data, dict) or not any(isinstance(data.get(section), dict) for section in SECTIONS):
+        raise CatalogError(
+            source, "profiles", "the file must be a mapping with a 'profiles:' mapping, a 'fabrics:' mapping or both"
+        )
+    unknown = sorted(_shown(key) for key in data if key not in SECTIONS)
     if unknown:
-        raise CatalogError(source, unknown[0], "unknown top-level key; accepted: profiles")
-    for name in data["profiles"]:
+        raise CatalogError(source, unknown[0], f"unknown top-level key; accepted: {', '.join(SECTIONS)}")
+    for section in SECTIONS:
+        if not isinstance(data.get(section, {}), dict):
+            raise CatalogError(source, section, f"the file's '{section}:' must be a mapping")
+    for name in data.get("profiles", {}):
         if not isinstance(name, str) or not PROFILE_NAME.match(name):
             raise CatalogError(
                 source,
@@ -405,24 +558,83 @@ def _read_yaml(path: Path) -> dict[str, Any]:
                 "is not a profile name; accepted: '<cloud>/<instance-type>', a lowercase cloud, '/', then 1-64 "
                 "letters, digits, '.', '_' or '-'",
             )
-    return data["profiles"]
+    for name in data.get("fabrics", {}):
+        if name not in FABRICS:
+            raise CatalogError(source, f"fabrics.{_shown(name)}", f"is not a fabric; accepted: {', '.join(FABRICS)}")
+    for section in SECTIONS:
+        for name, entry in data.get(section, {}).items():
+            if not isinstance(entry, dict):
+                raise CatalogError(source, f"{section}.{name}", "must be a mapping")
+    return {section: data.get(section, {}) for section in SECTIONS}
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``override`` over ``base``: mappings merge, anything else replaces.
+def _origin_tree(data: Any, origin: Origin) -> Any:
+    """``data``'s shape with ``origin`` at every leaf (lists are leaves: they replace, never merge)."""
+    if isinstance(data, dict):
+        return {key: _origin_tree(value, origin) for key, value in data.items()}
+    return origin
 
-    A null value in an override removes the key, so a site can drop a
-    variable that a built-in profile sets.
+
+def _merge(base: dict[str, Any], base_from: Any, over: dict[str, Any], over_from: Any, *, null_removes: bool) -> Any:
+    """Merge ``over`` over ``base``, and their origin trees alike: mappings merge, anything else replaces.
+
+    With ``null_removes`` a null drops the key (a site drops a variable a built-in profile sets);
+    without, it stays (a profile's k8s_env null means "unset in pods" whatever its fabric says).
     """
     merged = copy.deepcopy(base)
-    for key, value in override.items():
-        if value is None:
+    merged_from = dict(base_from) if isinstance(base_from, dict) else {}
+    for key, value in over.items():
+        if value is None and null_removes:
             merged.pop(key, None)
+            merged_from.pop(key, None)
         elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key], merged_from[key] = _merge(
+                merged[key], merged_from.get(key), value, over_from[key], null_removes=null_removes
+            )
         else:
             merged[key] = copy.deepcopy(value)
-    return merged
+            merged_from[key] = over_from[key]
+    return merged, merged_from
+
+
+def _inherit(
+    profile: dict[str, Any], profile_from: Any, fabrics: dict[str, Any], fabrics_from: dict[str, Any]
+) -> tuple[dict[str, Any], Any]:
+    """The profile over its fabric's tiers: env maps merge key by key, roles (a list) replace.
+
+    A null in a profile's env removes the fabric's variable. Keys come in schema order, as in a
+    profile that spells everything out.
+    """
+    fabric = profile.get("fabric")
+    tiers = profile.get("tiers", {})
+    if isinstance(fabric, str) and fabric in fabrics and isinstance(tiers, dict):
+        profile = dict(profile)
+        profile_from = dict(profile_from)
+        profile["tiers"], profile_from["tiers"] = _merge(
+            fabrics[fabric]["tiers"],
+            fabrics_from[fabric]["tiers"],
+            tiers,
+            profile_from.get("tiers", {}),
+            null_removes=False,
+        )
+        for tier_name, tier in profile["tiers"].items():
+            env = tier.get("env") if isinstance(tier, dict) else None
+            if isinstance(env, dict):
+                for key in [key for key, value in env.items() if value is None]:
+                    del env[key]
+                    del profile_from["tiers"][tier_name]["env"][key]
+    order = {key: index for index, key in enumerate(PROFILE_SCHEMA)}
+    keys = sorted(profile, key=lambda key: order.get(key, len(order)))
+    return {key: profile[key] for key in keys}, {key: profile_from[key] for key in keys if key in profile_from}
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Origin]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat: dict[str, Origin] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
 
 
 def override_files_from_env(environ: dict[str, str] | None = None) -> list[Path]:
@@ -432,11 +644,20 @@ def override_files_from_env(environ: dict[str, str] | None = None) -> list[Path]
 
 
 class Catalog:
-    """Validated profiles by name, plus where each one was last defined."""
+    """Validated profiles by name, where each was last defined, and where each of their values came from."""
 
-    def __init__(self, profiles: dict[str, dict[str, Any]], origins: dict[str, str]) -> None:
+    def __init__(
+        self,
+        profiles: dict[str, dict[str, Any]],
+        origins: dict[str, str],
+        fabrics: dict[str, dict[str, Any]] | None = None,
+        provenance: dict[str, dict[str, Origin]] | None = None,
+    ) -> None:
         self.profiles = profiles
         self.origins = origins
+        self.fabrics = fabrics or {}
+        # Per profile: dotted key path of each value (a list is one value) -> (kind, file, fabric).
+        self.provenance = provenance or {}
         self._by_instance = {(p["cloud"], p["instance_type"]): name for name, p in profiles.items()}
 
     def names(self) -> list[str]:
@@ -450,28 +671,120 @@ class Catalog:
         return self._by_instance.get((cloud, instance_type))
 
 
+class _Loader:
+    """One load: the files in order, fabrics and profiles with origin trees, then validation."""
+
+    def __init__(self) -> None:
+        self.files: list[str] = []  # in the order they apply: a later file wins
+        self.fabrics: dict[str, dict[str, Any]] = {}
+        self.fabrics_from: dict[str, Any] = {}
+        self.fabric_origins: dict[str, str] = {}
+        self.raw: list[tuple[str, dict[str, Any], str]] = []  # (name, profile, file) as the files give them
+
+    def read(self, path: Path, builtin: bool) -> None:
+        source = str(path)
+        sections = _read_yaml(path)
+        self.files.append(source)
+        for name, fabric in sections["fabrics"].items():
+            if builtin and name in self.fabrics:
+                raise CatalogError(source, f"fabrics.{name}", f"already defined in {self.fabric_origins[name]}")
+            origin: Origin = ("fabric" if builtin else "override", source, name)
+            self.fabrics[name], self.fabrics_from[name] = _merge(
+                self.fabrics.get(name, {}),
+                self.fabrics_from.get(name),
+                fabric,
+                _origin_tree(fabric, origin),
+                null_removes=True,
+            )
+            self.fabric_origins[name] = source
+        for name, profile in sections["profiles"].items():
+            self.raw.append((name, profile, source))
+
+    def _source(self, flat: dict[str, Origin], key: str, fallback: str) -> str:
+        """The file that gave the value at ``key``; for a mapping (an env as a whole, where a variable may be
+        missing because a file removed it), the newest file among its values and ``fallback``, the last
+        file that changed the profile."""
+        if key in flat:
+            return flat[key][1]
+        prefix = key + "."
+        files = [origin[1] for path, origin in flat.items() if path.startswith(prefix)] + [fallback]
+        return max(files, key=self.files.index)
+
+    def build(self, builtin_files: list[str]) -> Catalog:
+        for name, fabric in self.fabrics.items():
+            validate_fabric(name, fabric, self.fabric_origins[name])
+        owners = _role_owners(self.fabrics)
+        profiles: dict[str, dict[str, Any]] = {}
+        trees: dict[str, Any] = {}
+        origins: dict[str, str] = {}
+        for name, profile, source in self.raw:
+            if source in builtin_files:
+                if name in profiles:
+                    raise CatalogError(source, f"profiles.{name}", f"already defined in {origins[name]}")
+                profiles[name], trees[name] = _inherit(
+                    profile, _origin_tree(profile, ("profile", source, "")), self.fabrics, self.fabrics_from
+                )
+            elif name in profiles:
+                # A site file changes the resolved profile, as `gpufabric catalog show` prints it.
+                profiles[name], trees[name] = _merge(
+                    profiles[name],
+                    trees[name],
+                    profile,
+                    _origin_tree(profile, ("override", source, "")),
+                    null_removes=True,
+                )
+            else:
+                profiles[name], trees[name] = _inherit(
+                    profile, _origin_tree(profile, ("override", source, "")), self.fabrics, self.fabrics_from
+                )
+            origins[name] = source
+        provenance = {name: _flatten(tree) for name, tree in trees.items()}
+        for name, profile in profiles.items():
+            flat = provenance[name]
+            try:
+                validate_profile(name, profile, origins[name])
+            except CatalogError as exc:
+                # Name the file that gave the bad value where it is one value (a fabric, an override).
+                where = exc.key.removeprefix(f"profiles.{name}.")
+                if where in flat and flat[where][1] != exc.source:
+                    raise CatalogError(flat[where][1], exc.key, exc.reason) from None
+                raise
+            self._check_fabric(name, profile, flat, owners, origins[name])
+        return Catalog(profiles, origins, self.fabrics, provenance)
+
+    def _check_fabric(
+        self, name: str, profile: dict[str, Any], flat: dict[str, Origin], owners: dict[str, str], fallback: str
+    ) -> None:
+        """The profile's roles fit its fabric, and tier best's env keeps the fabric's rules."""
+        fabric_name = profile["fabric"]
+        fabric = self.fabrics.get(fabric_name)
+        for tier_name, tier in profile["tiers"].items():
+            listed = fabric["tiers"]["best"]["roles"] if fabric else None
+            problem = _roles_problem(tier["roles"], fabric_name, listed, owners)
+            if problem:
+                key = f"tiers.{tier_name}.roles"
+                accepted = f" (tier {tier_name} roles: {', '.join(tier['roles'])})"
+                raise CatalogError(self._source(flat, key, fallback), f"profiles.{name}.{key}", problem + accepted)
+        if not fabric:
+            return
+        for variable, reason in _env_problems(
+            profile["tiers"]["best"]["env"], fabric.get("env_rules", {}), fabric_name, name
+        ):
+            key = "tiers.best.env" + (f".{variable}" if variable else "")
+            raise CatalogError(self._source(flat, key, fallback), f"profiles.{name}.{key}", reason)
+
+
 def load_catalog(
     override_files: list[Path] | None = None,
     builtin_dir: Path = BUILTIN_CATALOG_DIR,
 ) -> Catalog:
-    """Load the built-in catalog, merge overrides in order, validate all."""
-    profiles: dict[str, dict[str, Any]] = {}
-    origins: dict[str, str] = {}
+    """Load the built-in catalog, merge overrides in order, inherit fabrics, validate all."""
     builtin_files = sorted(builtin_dir.glob("*.yml"))
     if not builtin_files:
         raise CatalogError(str(builtin_dir), "", "no catalog files (*.yml) found")
+    loader = _Loader()
     for path in builtin_files:
-        for name, profile in _read_yaml(path).items():
-            if name in profiles:
-                raise CatalogError(str(path), f"profiles.{name}", f"already defined in {origins[name]}")
-            profiles[name] = profile
-            origins[name] = str(path)
+        loader.read(path, builtin=True)
     for path in override_files or []:
-        for name, profile in _read_yaml(Path(path)).items():
-            if not isinstance(profile, dict):
-                raise CatalogError(str(path), f"profiles.{name}", "must be a mapping")
-            profiles[name] = _deep_merge(profiles.get(name, {}), profile)
-            origins[name] = str(path)
-    for name, profile in profiles.items():
-        validate_profile(name, profile, origins[name])
-    return Catalog(profiles, origins)
+        loader.read(Path(path), builtin=False)
+    return loader.build([str(path) for path in builtin_files])

@@ -128,6 +128,16 @@ def _lib_dirs(env: dict[str, str]) -> list[str]:
     return [entry for entry in str(env.get("LD_LIBRARY_PATH") or "").split(":") if entry]
 
 
+def env_errors(env: dict[str, str], profile: str) -> list[str]:
+    """What the gIB plugin needs of the catalog environment; the catalog loader checks it too."""
+    if _lib_dirs(env):
+        return []
+    return [
+        f"the catalog environment of {profile!r} has no LD_LIBRARY_PATH; it must name the directory of the "
+        "gIB plugin (/usr/local/gib/lib64)"
+    ]
+
+
 def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """What the role installs and checks on this host, plus every reason it must refuse to start.
 
@@ -185,11 +195,8 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
 
     env = {str(key): str(value) for key, value in (catalog.get("env") or {}).items()}
     lib_dirs = _lib_dirs(env)
-    if catalog.get("fabric") == FABRIC and not lib_dirs:
-        errors.append(
-            f"the catalog environment of {profile!r} has no LD_LIBRARY_PATH; it must name the directory of the "
-            "gIB plugin (/usr/local/gib/lib64)"
-        )
+    if catalog.get("fabric") == FABRIC:
+        errors += env_errors(env, profile)
     files = [env[name] for name in FILE_VARIABLES if env.get(name, "").startswith("/")]
     installed = facts.get("packages") or {}
     return {

@@ -422,6 +422,19 @@ def parse_ucx_net_devices(value: str | None) -> dict[str, Any]:
     return {"all": everything or (not entries and not errors), "entries": entries, "errors": errors}
 
 
+def env_errors(env: dict[str, str], profile: str) -> list[str]:
+    """NCCL_IB_HCA and UCX_NET_DEVICES entries that NCCL or UCX would skip (typos), host or not.
+
+    The role reports the same parse errors against the host's ports (``env_findings``); the catalog
+    loader refuses them at load time.
+    """
+    out = []
+    for name, parse in (("NCCL_IB_HCA", parse_nccl_ib_hca), ("UCX_NET_DEVICES", parse_ucx_net_devices)):
+        if name in env:
+            out += [f"{profile}: {name}={env[name]}: {error}" for error in parse(env[name])["errors"]]
+    return out
+
+
 def _ports(facts: dict[str, Any]) -> list[tuple[str, int, str | None]]:
     """(device, port, link layer) for every RDMA port of the host."""
     return [

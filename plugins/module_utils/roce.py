@@ -227,6 +227,25 @@ def _auto_tc(value: Any, name: str, catalog_tc: int | None, errors: list[str]) -
     return number
 
 
+def catalog_numbers(env: dict[str, str], errors: list[str]) -> tuple[int | None, int | None, int]:
+    """NCCL_IB_TC, NCCL_IB_GID_INDEX (None: unset, NCCL picks) and NCCL_IB_SL as numbers; an error for each bad one."""
+    catalog_tc = None
+    if "NCCL_IB_TC" in env:
+        catalog_tc = _int(env["NCCL_IB_TC"], "the catalog's NCCL_IB_TC", 0, 255, errors)
+    gid_index = None
+    if "NCCL_IB_GID_INDEX" in env and env["NCCL_IB_GID_INDEX"].strip() not in ("", "-1"):
+        gid_index = _int(env["NCCL_IB_GID_INDEX"], "the catalog's NCCL_IB_GID_INDEX", 0, 255, errors)
+    service_level = _int(env.get("NCCL_IB_SL", "0"), "the catalog's NCCL_IB_SL", 0, 15, errors) or 0
+    return catalog_tc, gid_index, service_level
+
+
+def env_errors(env: dict[str, str], profile: str) -> list[str]:
+    """The catalog environment's RoCE numbers as the role reads them; the catalog loader checks them too."""
+    errors: list[str] = []
+    catalog_numbers(env, errors)
+    return [f"{profile}: {error}" for error in errors]
+
+
 def plan(settings: dict[str, Any]) -> dict[str, Any]:
     """Validate the role's settings against the catalog plan and derive what the script applies.
 
@@ -239,13 +258,7 @@ def plan(settings: dict[str, Any]) -> dict[str, Any]:
     catalog = settings.get("catalog") or {}
     env = {key: str(value) for key, value in (catalog.get("env") or {}).items()}
 
-    catalog_tc = None
-    if "NCCL_IB_TC" in env:
-        catalog_tc = _int(env["NCCL_IB_TC"], "the catalog's NCCL_IB_TC", 0, 255, errors)
-    gid_index = None
-    if "NCCL_IB_GID_INDEX" in env and env["NCCL_IB_GID_INDEX"].strip() not in ("", "-1"):
-        gid_index = _int(env["NCCL_IB_GID_INDEX"], "the catalog's NCCL_IB_GID_INDEX", 0, 255, errors)
-    service_level = _int(env.get("NCCL_IB_SL", "0"), "the catalog's NCCL_IB_SL", 0, 15, errors) or 0
+    catalog_tc, gid_index, service_level = catalog_numbers(env, errors)
 
     trust = settings.get("trust", "dscp")
     if trust not in TRUST:

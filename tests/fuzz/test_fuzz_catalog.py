@@ -138,6 +138,44 @@ GRAMMAR = [
     ),
 ]
 
+# The fabric's rules (catalog/fabrics.yml), checked when the catalog loads rather than on the host.
+FABRIC_RULES = [
+    Case(
+        "catalog-efa-profile-runs-tcpxo",
+        ("catalog", "list", "--catalog", "bad.yml"),
+        names="bad.yml: profiles.aws/p5.48xlarge.tiers.best.roles: names gcp_tcpxo, the role of fabric tcpxo; "
+        "a profile of fabric efa cannot run it",
+        setup=file("bad.yml", "profiles:\n  aws/p5.48xlarge:\n    tiers: {best: {roles: [fabric_facts, gcp_tcpxo]}}\n"),
+    ),
+    Case(
+        "catalog-efa-provider",
+        ("catalog", "show", "aws/p5.48xlarge", "--catalog", "bad.yml"),
+        names="bad.yml: profiles.aws/p5.48xlarge.tiers.best.env.FI_PROVIDER: FI_PROVIDER 'sockets' is not accepted "
+        "by fabric efa; accepted: efa",
+        setup=file("bad.yml", "profiles:\n  aws/p5.48xlarge:\n    tiers: {best: {env: {FI_PROVIDER: sockets}}}\n"),
+    ),
+    Case(
+        "catalog-tcpxo-guest-config",
+        ("catalog", "list", "--catalog", "bad.yml"),
+        names="bad.yml: profiles.gcp/a3-megagpu-8g.tiers.best.env: the catalog env of gcp/a3-megagpu-8g has "
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE=65536; Google's guest-config checker enforces 131072",
+        setup=file("bad.yml", MEGA + '    tiers: {best: {env: {NCCL_NVLSTREE_MAX_CHUNKSIZE: "65536"}}}\n'),
+    ),
+    Case(
+        "plan-fabric-override-breaks-its-rule",
+        ("plan", "-i", "localhost,", "--catalog", "bad.yml"),
+        names="bad.yml: profiles.azure/Standard_ND96isr_H100_v5.tiers.best.env.NCCL_IB_DISABLE: "
+        "NCCL_IB_DISABLE is set ('1'); fabric infiniband forbids it",
+        setup=file("bad.yml", 'fabrics:\n  infiniband:\n    tiers: {best: {env: {NCCL_IB_DISABLE: "1"}}}\n'),
+    ),
+    Case(
+        "catalog-fabric-unknown",
+        ("catalog", "list", "--catalog", "bad.yml"),
+        names="bad.yml: fabrics.warp: is not a fabric; accepted: tcpx, tcpxo, gpudirect_rdma",
+        setup=file("bad.yml", "fabrics:\n  warp: {}\n"),
+    ),
+]
+
 # The other commands that read a catalog, and the other YAML gpufabric reads (bake -e).
 OTHER = [
     Case(
@@ -178,7 +216,7 @@ OTHER = [
     ),
 ]
 
-CASES = [*CATALOG_FAULTS, *STATIC_FAULTS, *GRAMMAR, *OTHER]
+CASES = [*CATALOG_FAULTS, *STATIC_FAULTS, *GRAMMAR, *FABRIC_RULES, *OTHER]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -42,6 +42,35 @@ def test_catalog_show_json_and_text(gpufabric):
     assert "FI_PROVIDER" in text
 
 
+def test_catalog_show_says_where_each_value_came_from(gpufabric, tmp_path):
+    site = tmp_path / "site.yml"
+    site.write_text(
+        "fabrics:\n  efa:\n    tiers: {best: {env: {FI_EFA_FORK_SAFE: '1'}}}\n"
+        "profiles:\n  aws/p5.48xlarge:\n    tiers: {best: {env: {NCCL_DEBUG: INFO}}}\n",
+        encoding="utf-8",
+    )
+    shown = json.loads(gpufabric("catalog", "show", "aws/p5.48xlarge", "--json", "--catalog", str(site)).stdout)
+    provenance = shown["provenance"]
+    assert provenance["tiers.best.env.FI_PROVIDER"]["from"] == "fabric"
+    assert provenance["tiers.best.env.FI_PROVIDER"]["fabric"] == "efa"
+    assert provenance["tiers.best.env.FI_PROVIDER"]["file"].endswith("catalog/fabrics.yml")
+    assert provenance["tiers.best.roles"]["from"] == "fabric"
+    assert provenance["nics.gpu.count"]["from"] == "profile"
+    assert provenance["nics.gpu.count"]["file"].endswith("catalog/aws.yml")
+    assert provenance["tiers.best.env.FI_EFA_FORK_SAFE"] == {"from": "override", "file": str(site), "fabric": "efa"}
+    assert provenance["tiers.best.env.NCCL_DEBUG"] == {"from": "override", "file": str(site)}
+    assert shown["tiers"]["best"]["env"]["FI_EFA_FORK_SAFE"] == "1"
+
+    lines = gpufabric("catalog", "show", "aws/p5.48xlarge", "--catalog", str(site)).stdout.splitlines()
+    labelled = {line.split(":")[0].strip(): line.rsplit("# ", 1)[-1] for line in lines if "# " in line}
+    assert labelled["FI_PROVIDER"] == "fabric efa"
+    assert labelled["roles"] == "fabric efa"
+    assert labelled["line_rate_gbit_s"] == "profile"
+    assert labelled["NCCL_DEBUG"] == f"override {site}"
+    assert labelled["FI_EFA_FORK_SAFE"] == f"override {site} (fabric efa)"
+    assert any(line.startswith("# fabric efa = ") and line.endswith("catalog/fabrics.yml") for line in lines)
+
+
 def test_catalog_show_unknown_profile(gpufabric):
     assert_clean_error(gpufabric("catalog", "show", "aws/p9"), "no profile 'aws/p9'", "gpufabric catalog list")
 

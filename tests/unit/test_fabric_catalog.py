@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from gpufabric import lab_files
 from gpufabric.collection import module_utils
 
 fabric_catalog = module_utils("fabric_catalog")
@@ -391,3 +394,228 @@ def test_yaml_level_faults_are_catalog_errors(tmp_path, content, where, reason):
     assert caught.value.source == str(override)
     assert caught.value.key.startswith(where)
     assert reason in caught.value.reason
+
+
+# --- The fabrics table: inheritance, provenance, and the fabric's rules at load time --------------------------------
+
+P5 = "profiles:\n  aws/p5.48xlarge:\n"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "catalog_resolved_b113656.json"
+
+
+def test_resolved_profiles_are_those_of_b113656(builtin):
+    """The fabrics table moved what follows from the fabric out of the profiles: nothing downstream changed.
+
+    The snapshot was written by load_catalog at b113656, before `fabrics:` existed; key order counts too
+    (nccl.conf and profile.d are written in env order).
+    """
+    resolved = json.dumps(builtin.profiles, indent=1, ensure_ascii=False) + "\n"
+    assert resolved == SNAPSHOT.read_text(encoding="utf-8")
+
+
+def test_every_builtin_profile_has_its_fabric_in_the_table(builtin):
+    fabrics_file = str(fabric_catalog.BUILTIN_CATALOG_DIR / "fabrics.yml")
+    for name, profile in builtin.profiles.items():
+        fabric = profile["fabric"]
+        assert fabric in builtin.fabrics, name
+        roles_from = ("fabric", fabrics_file, fabric)
+        if profile["tiers"]["best"]["roles"] != builtin.fabrics[fabric]["tiers"]["best"]["roles"]:
+            roles_from = ("profile", builtin.origins[name], "")  # the SR-IOV profile adds sriov
+        assert builtin.provenance[name]["tiers.best.roles"] == roles_from, name
+        assert builtin.provenance[name]["cloud"] == ("profile", builtin.origins[name], ""), name
+
+
+def test_provenance_names_fabric_profile_and_override(tmp_path):
+    override = write(
+        tmp_path,
+        """
+fabrics:
+  efa:
+    tiers: {best: {env: {FI_EFA_FORK_SAFE: "1"}}}
+profiles:
+  aws/p5.48xlarge:
+    tiers: {best: {env: {NCCL_DEBUG: INFO}}}
+""",
+    )
+    catalog = fabric_catalog.load_catalog([override])
+    origins = catalog.provenance["aws/p5.48xlarge"]
+    assert origins["tiers.best.env.FI_PROVIDER"][0] == "fabric"
+    assert origins["tiers.best.env.FI_EFA_FORK_SAFE"] == ("override", str(override), "efa")
+    assert origins["tiers.best.env.NCCL_DEBUG"] == ("override", str(override), "")
+    assert origins["nics.gpu.count"][0] == "profile"
+    # A fabric override reaches every profile of the fabric, and only those.
+    for name, profile in catalog.profiles.items():
+        assert ("FI_EFA_FORK_SAFE" in profile["tiers"]["best"]["env"]) == (profile["fabric"] == "efa"), name
+
+
+def test_profile_env_merges_key_by_key_and_roles_replace(tmp_path):
+    override = write(
+        tmp_path,
+        """
+profiles:
+  baremetal/lab-roce:
+    cloud: baremetal
+    instance_type: lab-roce
+    description: a RoCE lab node that spells out only what differs from its fabric
+    gpu: {model: L4, count: 1, nvswitch: false}
+    nics:
+      gpu: {count: 1, speed_gbit_s: 100, kind: connectx_roce}
+      management: {kind: ethernet}
+    fabric: roce
+    tiers:
+      best:
+        roles: [fabric_facts, rdma_stack, nvidia_driver, roce, nccl_env]
+        env: {NCCL_IB_GID_INDEX: null, NCCL_IB_TC: "106"}
+    bandwidth:
+      line_rate_gbit_s: 100
+      source: site
+      thresholds:
+        - {collective: all_reduce, min_nodes: 2, algo: ring, min_size_bytes: 1, min_busbw_gbyte_s: 1, verified: false,
+           basis: guess}
+""",
+    )
+    profile = fabric_catalog.load_catalog([override]).get("baremetal/lab-roce")
+    assert profile["tiers"]["best"]["roles"] == ["fabric_facts", "rdma_stack", "nvidia_driver", "roce", "nccl_env"]
+    assert profile["tiers"]["best"]["env"] == {"NCCL_IB_HCA": "mlx5", "NCCL_IB_TC": "106"}  # null removed GID index
+    assert profile["tiers"]["standard"]["env"]["NCCL_NET"] == "Socket"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        pytest.param(
+            P5 + "    tiers: {best: {roles: [fabric_facts, nvidia_driver, gcp_tcpxo]}}\n",
+            "profiles.aws/p5.48xlarge.tiers.best.roles",
+            "names gcp_tcpxo, the role of fabric tcpxo; a profile of fabric efa cannot run it",
+            id="efa-runs-tcpxo-role",
+        ),
+        pytest.param(
+            P5 + "    tiers: {standard: {roles: [nvidia_driver, infiniband, nccl_env]}}\n",
+            "profiles.aws/p5.48xlarge.tiers.standard.roles",
+            "names infiniband, the role of fabric infiniband",
+            id="standard-tier-runs-foreign-role",
+        ),
+        pytest.param(
+            P5 + "    tiers: {best: {roles: [nccl_env, fabric_facts, nvidia_driver, aws_efa]}}\n",
+            "profiles.aws/p5.48xlarge.tiers.best.roles",
+            "names nccl_env, fabric_facts, nvidia_driver, aws_efa in another order; fabric efa runs fabric_facts, "
+            "nvidia_driver, aws_efa, nccl_env, nccl_tests in this order",
+            id="roles-out-of-order",
+        ),
+        pytest.param(
+            "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {roles: [fabric_facts, infiniband, rdma_stack]}}\n",
+            "profiles.nebius/gpu-h100-sxm.tiers.best.roles",
+            "names fabric_facts, infiniband, rdma_stack in another order; fabric infiniband runs fabric_facts, "
+            "rdma_stack, nvidia_driver, infiniband, nccl_env, nccl_tests in this order",
+            id="fabric-role-before-its-rdma-stack",
+        ),
+        pytest.param(
+            P5 + "    tiers: {best: {env: {FI_PROVIDER: tcp}}}\n",
+            "profiles.aws/p5.48xlarge.tiers.best.env.FI_PROVIDER",
+            "FI_PROVIDER 'tcp' is not accepted by fabric efa; accepted: efa",
+            id="efa-provider-value",
+        ),
+        pytest.param(
+            P5 + "    tiers: {best: {env: {FI_PROVIDER: null}}}\n",
+            "profiles.aws/p5.48xlarge.tiers.best.env",
+            "lacks FI_PROVIDER, which fabric efa requires",
+            id="efa-provider-removed",
+        ),
+        pytest.param(
+            "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {env: {NCCL_IB_DISABLE: '1'}}}\n",
+            "profiles.nebius/gpu-h100-sxm.tiers.best.env.NCCL_IB_DISABLE",
+            "NCCL_IB_DISABLE is set ('1'); fabric infiniband forbids it: NCCL_IB_DISABLE=1 turns off",
+            id="infiniband-ib-disabled",
+        ),
+        pytest.param(
+            "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {env: {NCCL_IB_HCA: 'mlx5_0:x'}}}\n",
+            "profiles.nebius/gpu-h100-sxm.tiers.best.env",
+            "nebius/gpu-h100-sxm: NCCL_IB_HCA=mlx5_0:x: entry 'mlx5_0:x' has port 'x', which is not a port number",
+            id="infiniband-hca-typo",
+        ),
+        pytest.param(
+            "profiles:\n  oci/BM.GPU.H100.8:\n    tiers: {best: {env: {NCCL_IB_TC: '4l'}}}\n",
+            "profiles.oci/BM.GPU.H100.8.tiers.best.env",
+            "oci/BM.GPU.H100.8: the catalog's NCCL_IB_TC is '4l'; accepted: an integer from 0 to 255",
+            id="roce-traffic-class",
+        ),
+        pytest.param(
+            "profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_NVLSTREE_MAX_CHUNKSIZE: null}}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "the catalog env of gcp/a3-megagpu-8g lacks NCCL_NVLSTREE_MAX_CHUNKSIZE: with NCCL_NVLS_ENABLE=1 Google's "
+            "guest-config checker (plugin v1.0.12 and later) aborts every NCCL job unless it is 131072",
+            id="tcpxo-guest-config-chunksize",
+        ),
+        pytest.param(
+            "profiles:\n  gcp/a3-megagpu-8g:\n    tiers: {best: {env: {NCCL_PROTO: Simple}}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.env",
+            "has NCCL_PROTO=Simple; the default guest config expects NCCL_PROTO=Simple,LL128",
+            id="tcpxo-guest-config-proto",
+        ),
+        pytest.param(
+            "profiles:\n  gcp/a4-highgpu-8g:\n    tiers: {best: {env: {LD_LIBRARY_PATH: null}}}\n",
+            "profiles.gcp/a4-highgpu-8g.tiers.best.env",
+            "the catalog environment of 'gcp/a4-highgpu-8g' has no LD_LIBRARY_PATH; it must name the directory of "
+            "the gIB plugin",
+            id="gib-library-path",
+        ),
+        pytest.param(
+            "fabrics:\n  efa:\n    tiers: {best: {env: {FI_PROVIDER: tcp}}}\n",
+            "profiles.aws/p4d.24xlarge.tiers.best.env.FI_PROVIDER",
+            "FI_PROVIDER 'tcp' is not accepted by fabric efa",
+            id="fabric-override-breaks-its-rule",
+        ),
+        pytest.param(
+            "fabrics:\n  efa:\n    tiers: {best: {roles: [fabric_facts, warp_drive]}}\n",
+            "fabrics.efa.tiers.best.roles",
+            "item 1 ('warp_drive') 'warp_drive' is not accepted",
+            id="fabric-unknown-role",
+        ),
+        pytest.param(
+            "fabrics:\n  efa:\n    env_rules: {checks: [aws_magic]}\n",
+            "fabrics.efa.env_rules.checks",
+            "'aws_magic' is not accepted; accepted: gcp_tcpxo, gcp_gpudirect_rdma, infiniband, roce",
+            id="fabric-unknown-check",
+        ),
+        pytest.param(
+            "fabrics:\n  warp: {}\n",
+            "fabrics.warp",
+            "is not a fabric; accepted: tcpx, tcpxo",
+            id="fabric-unknown-name",
+        ),
+        pytest.param(
+            "fabrics:\n  roce:\n    env_rules: {forbid: {NCCL_IB_DISABLE: ''}}\n",
+            "fabrics.roce.env_rules.forbid",
+            "NCCL_IB_DISABLE must say why the fabric forbids it",
+            id="fabric-forbid-without-reason",
+        ),
+    ],
+)
+def test_fabric_rules_refuse_at_load_time(tmp_path, text, key, reason):
+    override = write(tmp_path, text)
+    with pytest.raises(CatalogError) as caught:
+        fabric_catalog.load_catalog([override])
+    assert (caught.value.source, caught.value.key) == (str(override), key)
+    assert reason in caught.value.reason
+    assert "\n" not in str(caught.value)
+
+
+def test_role_and_catalog_share_one_env_rule():
+    """The loader calls the role's own functions: a rule changes in one place."""
+    roce = module_utils("roce")
+    env = {"NCCL_IB_TC": "300"}
+    from_role = roce.plan({"catalog": {"env": env}})["errors"]
+    assert any("the catalog's NCCL_IB_TC is '300'" in error for error in from_role)
+    assert roce.env_errors(env, "p") == ["p: the catalog's NCCL_IB_TC is '300'; accepted: an integer from 0 to 255"]
+
+
+def test_every_named_env_check_has_its_function():
+    assert sorted(fabric_catalog._env_checks()) == sorted(fabric_catalog.ENV_CHECKS)
+
+
+def test_a_lab_subset_of_the_fabric_roles_loads(tmp_path):
+    """What `gpufabric lab` writes: each tier narrowed to the roles a container runs, in the catalog's order."""
+    builtin = fabric_catalog.load_catalog()
+    for name in ("nebius/gpu-h100-sxm", "baremetal/hgx-h100-ib-ndr-sriov", "oci/BM.GPU.H100.8", "gcp/a3-megagpu-8g"):
+        override = tmp_path / "lab.yml"
+        override.write_text(yaml.safe_dump(lab_files.catalog_override(name, builtin.get(name))), encoding="utf-8")
+        fabric_catalog.load_catalog([override])
