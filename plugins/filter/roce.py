@@ -9,7 +9,7 @@ short_description: Check the roce role's settings against the catalog and derive
 description:
   - Takes the roce role's variables (without the C(roce_) prefix), the catalog plan under C(catalog) and the
     host's C(os_family), and returns the values the QoS script applies (trust, DSCP-to-priority map, PFC and
-    ECN priorities, traffic class, rdma_cm ToS and RoCE mode), the device patterns, the priority NCCL's
+    ECN priorities, traffic class, rdma_cm ToS and RoCE version), the device patterns, the priority NCCL's
     traffic lands on, C(warnings), and C(errors), one message per bad input.
   - The same module also provides C(roce_devices) (the GPU-network RoCE devices among the hardware facts),
     C(roce_gid_errors) (GID table problems per device port), C(roce_expected_files) and
@@ -32,7 +32,7 @@ RETURN = r"""
 _value:
   description:
     - Keys C(errors), C(warnings), C(gid_index), C(catalog_tc), C(dscp), C(ecn_bits), C(priority),
-      C(priority_basis), C(trust), C(dscp2prio), C(pfc), C(ecn), C(traffic_class), C(default_tos), C(mode),
+      C(priority_basis), C(trust), C(dscp2prio), C(pfc), C(ecn), C(traffic_class), C(default_tos), C(roce_version),
       C(wait_seconds), C(include), C(exclude), C(exclude_netdevs), C(expect_devices), C(device_source),
       C(needs_qos_tool), C(qos_tool_package).
   type: dict
