@@ -251,7 +251,8 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
             if name not in specs or specs[name] == name:
                 specs[name] = spec
     outcome.install = list(specs.values())
-    moving_names = set(specs)
+    # Held packages without a pin of their own move with what is installed (a dependency several levels down).
+    moving_names = set(specs) | ({p.name for p in request.packages if not p.version} if specs else set())
     outcome.unhold = sorted(name for name in held if name in moving_names)
     outcome.hold = [p.name for p in request.packages if p.hold and (p.name not in held or p.name in moving_names)]
     if outcome.install or outcome.hold:
