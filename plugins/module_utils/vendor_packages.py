@@ -5,18 +5,18 @@ The request (what the vendor_packages module was asked for) is checked here, onc
 package manager; ``converge()`` then walks one order of steps through a backend that speaks the package
 manager:
 
-1. write the repository sources (and the preferences pins) a backend renders;
+1. write the repository sources a backend renders;
 2. refresh the package index when something must be installed or a source changed, refusing a repository
    whose signature is not trusted;
 3. refuse a pinned version no repository offers, naming the versions it does offer;
-4. release the holds on what moves, install the exact versions, hold again.
+4. write the pins (apt preferences), release the holds on what moves, install the exact versions, hold again.
 
 Check mode walks the same steps without writing: files are compared, not written; the index is refreshed only
 when the sources are already in place (a source that would change cannot be consulted before it is written, so
 the versions are then reported unverified); nothing is installed or held.
 
 Backends: ``vendor_packages_apt.Apt`` (Debian, Ubuntu). A dnf backend goes beside it as
-``vendor_packages_dnf.Dnf`` with the same methods (``files``, ``installed``, ``refresh``, ``offered``,
+``vendor_packages_dnf.Dnf`` with the same methods (``sources``, ``pins``, ``installed``, ``refresh``, ``offered``,
 ``dependencies``, ``install``, ``set_holds``: .repo files, ``dnf makecache``, ``dnf list --showduplicates``,
 ``dnf versionlock``); the module picks the backend by the host's package manager.
 """
@@ -93,7 +93,8 @@ class Outcome:
 class Backend(Protocol):
     """What converge() needs from a package manager."""
 
-    def files(self, request: Request) -> dict[str, str]: ...
+    def sources(self, request: Request) -> dict[str, str]: ...
+    def pins(self, request: Request) -> dict[str, str]: ...
     def current_file(self, path: str) -> str | None: ...
     def write_file(self, path: str, content: str) -> None: ...
     def installed(self, names: list[str]) -> tuple[dict[str, list[dict[str, Any]]], set[str]]: ...
@@ -213,16 +214,8 @@ def not_offered(request: Request, wanted: list[Package], offered: dict[str, list
 def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
     """Bring the host to the request (or, in check mode, say what that would change); idempotent."""
     outcome = Outcome()
-    sources_changed = False
-    for path, content in backend.files(request).items():
-        before = backend.current_file(path)
-        if before == content:
-            continue
-        outcome.files.append(path)
-        outcome.diff.append({"before_header": path, "after_header": path, "before": before or "", "after": content})
-        sources_changed = sources_changed or path.endswith(".sources")
-        if not check_mode:
-            backend.write_file(path, content)
+    # Sources are written first (the index is refreshed from them); pins only once the versions are checked.
+    sources_changed = bool(_files(backend, backend.sources(request), outcome, write=not check_mode))
 
     names = [package.name for package in request.packages]
     installed, held = backend.installed(names)
@@ -243,6 +236,7 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
             problem.files = outcome.files
             raise
 
+    _files(backend, backend.pins(request), outcome, write=not check_mode)
     specs = {package.name: backend.spec(package) for package in wanted}
     if specs and outcome.refreshed:
         # Dependencies pinned with (= version) are named too: apt would otherwise pick their newest version
@@ -267,6 +261,21 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
         if outcome.hold:
             backend.set_holds(outcome.hold, hold=True)
     return outcome
+
+
+def _files(backend: Backend, files: dict[str, str], outcome: Outcome, write: bool) -> list[str]:
+    """Write the files whose content differs (when write), recording them and their diff; the changed paths."""
+    changed = []
+    for path, content in files.items():
+        before = backend.current_file(path)
+        if before == content:
+            continue
+        changed.append(path)
+        outcome.files.append(path)
+        outcome.diff.append({"before_header": path, "after_header": path, "before": before or "", "after": content})
+        if write:
+            backend.write_file(path, content)
+    return changed
 
 
 def _pinned(packages: list[Package]) -> dict[str, list[dict[str, Any]]]:

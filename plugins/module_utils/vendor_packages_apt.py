@@ -124,14 +124,16 @@ class Apt:
             raise VendorPackagesError(f"{what} failed (rc {rc}): {' '.join(argv)}: {stderr.strip() or stdout.strip()}")
         return str(stdout)
 
-    def files(self, request: Request) -> dict[str, str]:
-        files = {
+    def sources(self, request: Request) -> dict[str, str]:
+        return {
             os.path.join(self.sources_dir, f"{repo.name}.sources"): sources_file(repo, request.managed_by)
             for repo in request.repositories
         }
-        if request.preferences:
-            files[os.path.join(self.preferences_dir, f"{request.preferences}.pref")] = preferences_file(request)
-        return files
+
+    def pins(self, request: Request) -> dict[str, str]:
+        if not request.preferences:
+            return {}
+        return {os.path.join(self.preferences_dir, f"{request.preferences}.pref"): preferences_file(request)}
 
     def current_file(self, path: str) -> str | None:
         if not os.path.isfile(path):

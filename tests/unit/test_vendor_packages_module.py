@@ -221,12 +221,14 @@ def test_an_untrusted_repository_is_refused_naming_it_and_its_keyring(tmp_path, 
 def test_a_version_the_repository_lacks_is_refused_naming_what_it_offers(tmp_path, repos):
     host = Host(tmp_path)
     with pytest.raises(vp.VendorPackagesError) as refused:
-        vp.converge(request(repos["good"], "9.9.9-1", offer_hint="Try the doca component."), host.backend, False)
+        wrong = request(repos["good"], "9.9.9-1", offer_hint="Try the doca component.", preferences="doca")
+        vp.converge(wrong, host.backend, check_mode=False)
     assert str(refused.value) == (
         "doca-ofed version '9.9.9-1' is not in the repositories (rdma_stack_doca_version); available: "
         f"{NEW}, {OLD}. Try the doca component. Nothing was installed."
     )
     assert host.installed == {} and host.held == set()
+    assert not (tmp_path / "preferences.d/doca.pref").exists()  # the refused pin is written nowhere
 
 
 def test_preferences_pin_every_versioned_package(tmp_path, repos):
