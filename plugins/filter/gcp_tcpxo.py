@@ -14,8 +14,8 @@ description:
   - Returns C(errors), one sentence per bad input or catalog env that Google's guest-config checker would
     refuse; the role fails on them before it changes anything. C(warnings) are reported only.
   - The same file holds C(gcp_tcpxo_nic_findings) (hardware facts, interface list, MTU; one sentence per GPU NIC
-    that is missing, not up or below the MTU) and C(gcp_tcpxo_packages) (C(ansible_facts.packages), settings,
-    distribution packages; what apt must still install, move or hold) and C(gcp_tcpxo_env_differences)
+    that is missing, not up or below the MTU) and C(gcp_tcpxo_packages) (settings, distribution
+    packages; the packages of the two C(gpufabric.cluster.vendor_packages) runs) and C(gcp_tcpxo_env_differences)
     (the text of Google's nccl-env-profile.sh, the catalog env, the plugin directory; one sentence per NCCL
     variable on which they disagree).
 positional: settings, catalog
@@ -71,10 +71,10 @@ def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
     return nic_findings(hardware, [str(name) for name in interfaces], int(mtu or 0))
 
 
-def gcp_tcpxo_packages(installed, settings, distro_packages):
-    if not isinstance(installed, dict) or not isinstance(settings, dict) or not isinstance(distro_packages, list):
-        raise AnsibleFilterError("gcp_tcpxo_packages expects ansible_facts.packages, settings and a package list")
-    return packages(installed, settings, [str(name) for name in distro_packages])
+def gcp_tcpxo_packages(settings, distro_packages):
+    if not isinstance(settings, dict) or not isinstance(distro_packages, list):
+        raise AnsibleFilterError("gcp_tcpxo_packages expects the settings and a list of distribution packages")
+    return packages(settings, [str(name) for name in distro_packages])
 
 
 def gcp_tcpxo_env_differences(script, env, lib_dir):
