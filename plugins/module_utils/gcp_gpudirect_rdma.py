@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
 FABRIC = "gpudirect_rdma"
 # Profiles of the built-in catalog with this fabric (named in error messages only).
@@ -118,14 +119,16 @@ def _package(name: str, version: str) -> dict[str, str]:
     return {"name": name, "version": version, "spec": f"{name}={version}"}
 
 
-def pending(packages: list[dict[str, str]], installed: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Names of the packages whose installed version differs from the pin (package_facts layout)."""
-    out = []
-    for package in packages:
-        versions = {str(entry.get("version", "")) for entry in installed.get(package["name"], [])}
-        if package["version"] not in versions:
-            out.append(package["name"])
-    return out
+def _install(repo: dict[str, Any], packages: list[dict[str, str]]) -> dict[str, Any]:
+    """One gpufabric.cluster.vendor_packages run: the repository's deb822 source and its packages, pinned and held."""
+    source = {
+        "name": repo["name"],
+        "uris": [repo["url"]],
+        "suites": [repo["suite"]],
+        "components": repo["components"],
+        "signed_by": repo["keyring"],
+    }
+    return {"repositories": [source], "packages": [{"name": p["name"], "version": p["version"]} for p in packages]}
 
 
 def _lib_dirs(env: dict[str, str]) -> list[str]:
@@ -207,6 +210,9 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
         "transport_packages": transport_packages,
         "holds": [package["name"] for package in transport_packages + packages],
         "pending": pending(transport_packages + packages, installed),
+        # The vendor_packages runs, transport first: apt reads an ar+https:// source only once it is installed.
+        "transport_install": _install(repos[0], transport_packages) if transport else None,
+        "gib_install": _install(gib, packages),
         "env": env,
         "lib_dirs": lib_dirs,
         "plugin_pattern": PLUGIN_PATTERN,

@@ -137,6 +137,21 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
     ]
     assert plan["holds"] == ["apt-transport-artifact-registry", "nccl-gib"]
     assert plan["pending"] == ["apt-transport-artifact-registry", "nccl-gib"]
+    # The vendor_packages runs, transport first, each Signed-By its own keyring.
+    assert plan["transport_install"] == {
+        "repositories": [
+            {
+                "name": "gpufabric-gib-transport",
+                "uris": ["https://packages.cloud.google.com/apt"],
+                "suites": ["apt-transport-artifact-registry-stable"],
+                "components": ["main"],
+                "signed_by": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
+            }
+        ],
+        "packages": [{"name": "apt-transport-artifact-registry", "version": "0.4.1"}],
+    }
+    assert plan["gib_install"]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-gib.asc"
+    assert plan["gib_install"]["packages"] == [{"name": "nccl-gib", "version": "1.1.0"}]
 
 
 @pytest.mark.parametrize(
