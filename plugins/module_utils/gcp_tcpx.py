@@ -205,7 +205,9 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
         runtime = "podman"
     spec = RUNTIME_PACKAGES[runtime]
     version = str(settings.get("container_runtime_version") or "")
-    packages = [f"{spec['package']}={version}" if version else spec["package"], *HOST_PACKAGES]
+    # gpufabric.cluster.vendor_packages' layout: the runtime held only at a pin, the host tools never.
+    packages = [{"name": spec["package"], "version": version, "hold": bool(version)}]
+    packages += [{"name": name, "version": "", "hold": False} for name in HOST_PACKAGES]
     run_args = settings.get("container_run_args") or []
     if not isinstance(run_args, list) or not all(isinstance(arg, str) and arg for arg in run_args):
         errors.append(f"gcp_tcpx_container_run_args {run_args!r} must be a list of non-empty strings")
@@ -315,7 +317,6 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
             "binary": spec["binary"],
             "service": spec["service"],
             "packages": packages,
-            "hold": [spec["package"]] if version else [],
         },
         "images": images,
         "gpu_count": gpu_count,

@@ -115,20 +115,23 @@ def test_podman_from_the_distribution_unpinned_by_default():
         "name": "podman",
         "binary": "/usr/bin/podman",
         "service": None,
-        "packages": ["podman", "iptables", "ethtool"],
-        "hold": [],
+        "packages": [
+            {"name": "podman", "version": "", "hold": False},
+            {"name": "iptables", "version": "", "hold": False},
+            {"name": "ethtool", "version": "", "hold": False},
+        ],
     }
 
 
 def test_a_runtime_version_is_pinned_with_apt_syntax_and_held():
     runtime = plan(container_runtime_version="4.3.1+ds1-8+deb12u1")["runtime"]
-    assert runtime["packages"][0] == "podman=4.3.1+ds1-8+deb12u1"
-    assert runtime["hold"] == ["podman"]
+    assert runtime["packages"][0] == {"name": "podman", "version": "4.3.1+ds1-8+deb12u1", "hold": True}
+    assert [package["name"] for package in runtime["packages"] if package["hold"]] == ["podman"]
 
 
 def test_docker_uses_docker_io_and_its_daemon():
     result = plan(container_runtime="docker")
-    assert result["runtime"]["packages"][0] == "docker.io"
+    assert result["runtime"]["packages"][0]["name"] == "docker.io"
     assert result["runtime"]["service"] == "docker.service"
     assert result["rxdm_exec_lines"][0].startswith("/usr/bin/docker run --rm --name gpufabric-tcpx-rxdm")
     assert result["installer_argv"][0] == "/usr/bin/docker"
@@ -147,7 +150,7 @@ def test_supported_distributions_plan_the_same_without_warning(distribution, maj
     facts = {"os_family": "Debian", "distribution": distribution, "distribution_major_version": major}
     result = plan(facts)
     assert result["errors"] == [] and result["warnings"] == []
-    assert result["runtime"]["packages"] == ["podman", "iptables", "ethtool"]
+    assert [package["name"] for package in result["runtime"]["packages"]] == ["podman", "iptables", "ethtool"]
     assert result["iptables"] == "/usr/sbin/iptables"
 
 
