@@ -251,3 +251,12 @@ def test_production_defaults_do_not_mention_molecule(role):
         assert "molecule" not in path.read_text(encoding="utf-8").lower(), (
             f"{path}: a production default names no test harness; set test values in the molecule inventory"
         )
+
+
+def test_the_labs_container_knobs_are_role_options():
+    from gpufabric import lab_files
+
+    for role, variable, value, _why in lab_files.CONTAINER_KNOBS:
+        spec = options(role).get(variable)
+        assert spec is not None, f"lab_files.CONTAINER_KNOBS sets {variable}, which {role} does not have"
+        assert spec.get("default") != value, f"{variable}: the lab's value must differ from the production default"
