@@ -42,7 +42,7 @@ class VendorPackagesError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.files: list[str] = []  # what converge() had written before it refused
+        self.outcome = Outcome(verified=False)  # what converge() had done before it refused (a source written)
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
             if error:
                 raise VendorPackagesError(error)
         except VendorPackagesError as problem:
-            problem.files = outcome.files
+            problem.outcome = outcome
             raise
 
     _files(backend, backend.pins(request), outcome, write=not check_mode)
