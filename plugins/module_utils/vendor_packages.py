@@ -227,9 +227,11 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
     elif wanted or sources_changed:
         # A changed source is refreshed even with nothing to install, so that a refused signature shows now.
         try:
+            outcome.verified = False
             backend.refresh(request.repositories)
             outcome.refreshed = True
             error = not_offered(request, wanted, backend.offered([p.name for p in wanted]) if wanted else {})
+            outcome.verified = True
             if error:
                 raise VendorPackagesError(error)
         except VendorPackagesError as problem:
