@@ -42,7 +42,7 @@ class VendorPackagesError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.files: list[str] = []  # what converge() had written before it refused
+        self.outcome = Outcome(verified=False)  # what converge() had done before it refused (a source written)
 
 
 @dataclass(frozen=True)
@@ -227,13 +227,15 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
     elif wanted or sources_changed:
         # A changed source is refreshed even with nothing to install, so that a refused signature shows now.
         try:
+            outcome.verified = False
             backend.refresh(request.repositories)
             outcome.refreshed = True
             error = not_offered(request, wanted, backend.offered([p.name for p in wanted]) if wanted else {})
+            outcome.verified = True
             if error:
                 raise VendorPackagesError(error)
         except VendorPackagesError as problem:
-            problem.files = outcome.files
+            problem.outcome = outcome
             raise
 
     _files(backend, backend.pins(request), outcome, write=not check_mode)

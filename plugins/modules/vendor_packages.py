@@ -189,9 +189,12 @@ verified:
   type: bool
 """
 
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import (
+    Outcome,
     VendorPackagesError,
     converge,
     parse_request,
@@ -232,26 +235,29 @@ ARGUMENT_SPEC = {
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    empty = {"files": [], "installed": [], "unheld": [], "held": [], "refreshed": False, "verified": False}
     # The dnf backend goes here (vendor_packages_dnf.Dnf), chosen by the host's package manager.
     if not module.get_bin_path("apt-get"):
-        module.fail_json(msg="no apt-get on this host; accepted: Debian or Ubuntu (dnf is not supported yet)", **empty)
+        module.fail_json(msg="no apt-get on this host; accepted: Debian or Ubuntu (dnf is not supported yet)")
     try:
         request = parse_request(module.params)
         outcome = converge(request, Apt(module), module.check_mode)
     except VendorPackagesError as problem:
-        # Files written before the refusal (a source whose signature apt then refused) are reported as changed.
-        module.fail_json(msg=str(problem), **{**empty, "files": problem.files, "changed": bool(problem.files)})
-    module.exit_json(
-        changed=outcome.changed,
-        files=outcome.files,
-        installed=outcome.install,
-        unheld=outcome.unhold,
-        held=outcome.hold,
-        refreshed=outcome.refreshed,
-        verified=outcome.verified,
-        diff=outcome.diff,
-    )
+        # A source written before the refusal (apt then refused its signature) is reported as changed.
+        module.fail_json(msg=str(problem), **_result(problem.outcome))
+    module.exit_json(**_result(outcome))
+
+
+def _result(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "changed": outcome.changed,
+        "files": outcome.files,
+        "installed": outcome.install,
+        "unheld": outcome.unhold,
+        "held": outcome.hold,
+        "refreshed": outcome.refreshed,
+        "verified": outcome.verified,
+        "diff": outcome.diff,
+    }
 
 
 if __name__ == "__main__":

@@ -215,7 +215,8 @@ def test_an_untrusted_repository_is_refused_naming_it_and_its_keyring(tmp_path, 
     assert f"signature is not trusted (the key in {repos['other'].key_file} did not sign it)" in message
     assert "NO_PUBKEY" in message or "not signed" in message
     # The source stays, as apt was given it; nothing is installed from it.
-    assert refused.value.files == [str(tmp_path / "sources.list.d/gpufabric-doca.sources")] and host.installed == {}
+    assert refused.value.outcome.files == [str(tmp_path / "sources.list.d/gpufabric-doca.sources")]
+    assert refused.value.outcome.changed and not refused.value.outcome.verified and host.installed == {}
 
 
 def test_a_version_the_repository_lacks_is_refused_naming_what_it_offers(tmp_path, repos):
