@@ -36,8 +36,9 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - Keys C(errors), C(warnings), C(runtime) (name, binary, service, packages, hold), C(images) (reference,
-      tagged per C(rxdm) and C(plugin)), C(devices), C(interfaces), C(mtu), C(firewall_interfaces),
+    - Keys C(errors), C(warnings), C(runtime) (name, binary, service, packages for
+      C(gpufabric.cluster.vendor_packages)), C(images) (reference, tagged per C(rxdm) and C(plugin)), C(devices),
+      C(interfaces), C(mtu), C(firewall_interfaces),
       C(nvidia) (staged, mount_dir, libraries, link), C(rxdm_exec), C(installer_argv), C(stamp) and paths.
   type: dict
 """

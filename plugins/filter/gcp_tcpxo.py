@@ -25,10 +25,10 @@ def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
     return nic_findings(hardware, [str(name) for name in interfaces], int(mtu or 0))
 
 
-def gcp_tcpxo_packages(installed, settings, distro_packages):
-    if not isinstance(installed, dict) or not isinstance(settings, dict) or not isinstance(distro_packages, list):
-        raise AnsibleFilterError("gcp_tcpxo_packages expects ansible_facts.packages, settings and a package list")
-    return packages(installed, settings, [str(name) for name in distro_packages])
+def gcp_tcpxo_packages(settings, distro_packages):
+    if not isinstance(settings, dict) or not isinstance(distro_packages, list):
+        raise AnsibleFilterError("gcp_tcpxo_packages expects the settings and a list of distribution packages")
+    return packages(settings, [str(name) for name in distro_packages])
 
 
 def gcp_tcpxo_env_differences(script, env, lib_dir):

@@ -95,12 +95,10 @@ class Hardware:
 
 
 def _check_settings(settings: dict[str, Any], link_type: str, errors: list[str]) -> None:
-    mode = settings.get("mode", "apply")
-    if mode not in ("apply", "verify"):
-        errors.append(f"sriov_mode {mode!r} is not a mode; accepted: apply, verify")
-    if mode == "verify" and settings.get("bake"):
+    if settings.get("verify") and settings.get("bake"):
         errors.append(
-            "sriov_mode verify reads the live host and cannot run with sriov_bake: true; accepted: one of them"
+            "sriov's verify entry point (tasks_from: verify) reads the live host and cannot run with "
+            "sriov_bake: true; accepted: one of them"
         )
     ethernet_only = {"trust": settings.get("trust"), "spoofchk": settings.get("spoofchk")}
     for name, value in ethernet_only.items():

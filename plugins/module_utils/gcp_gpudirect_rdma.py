@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
 FABRIC = "gpudirect_rdma"
 # Profiles of the built-in catalog with this fabric (named in error messages only).
@@ -72,30 +73,34 @@ def keyring_error(variable: str, path: str) -> str | None:
     return None
 
 
-def _repo(settings: dict[str, Any], prefix: str, name: str, errors: list[str]) -> dict[str, Any]:
-    """One repository's coordinates from the role settings; errors name the role variable."""
-    var = f"gcp_gpudirect_rdma_{prefix}"
+def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, errors: list[str]) -> dict[str, Any]:
+    """One repository's coordinates from the role settings; errors name the role variable.
+
+    The names are gcp_tcpxo's: <prefix>repo_url/_suite/_components and <key_prefix>key_url/_src/_checksum/
+    _fingerprints and <key_prefix>keyring (the gIB repository: "" and "repo_"; the transport: "ar_transport_" twice).
+    """
+    var, key_var = f"gcp_gpudirect_rdma_{prefix}", f"gcp_gpudirect_rdma_{key_prefix}"
     url = str(settings.get(f"{prefix}repo_url") or "")
-    key_url = str(settings.get(f"{prefix}key_url") or "")
-    key_src = str(settings.get(f"{prefix}key_src") or "")
-    checksum = str(settings.get(f"{prefix}key_checksum") or "").lower()
-    keyring = str(settings.get(f"{prefix}keyring") or "")
+    key_url = str(settings.get(f"{key_prefix}key_url") or "")
+    key_src = str(settings.get(f"{key_prefix}key_src") or "")
+    checksum = str(settings.get(f"{key_prefix}key_checksum") or "").lower()
+    keyring = str(settings.get(f"{key_prefix}keyring") or "")
     if not url.startswith(REPO_SCHEMES):
         errors.append(f"{var}repo_url {url!r} is not accepted; accepted: a URL starting with {', '.join(REPO_SCHEMES)}")
     if not str(settings.get(f"{prefix}repo_suite") or ""):
         errors.append(f"{var}repo_suite is empty; accepted: the repository's suite, e.g. gpudirect-gib-apt")
     if not key_src and not key_url:
-        errors.append(f"{var}key_url and {var}key_src are both empty; the repository needs its signing key")
+        errors.append(f"{key_var}key_url and {key_var}key_src are both empty; the repository needs its signing key")
     if key_url and not key_src and not key_url.startswith(("https://", "file:")):
-        errors.append(f"{var}key_url {key_url!r} is not accepted; accepted: an https:// or file: URL")
+        errors.append(f"{key_var}key_url {key_url!r} is not accepted; accepted: an https:// or file: URL")
     if checksum.startswith("sha256:"):
         checksum = checksum[len("sha256:") :]
     if checksum and not re.fullmatch(r"[0-9a-f]{64}", checksum):
-        errors.append(f"{var}key_checksum {checksum!r} is not accepted; accepted: empty or 64 hex digits (sha256)")
-    error = keyring_error(f"{var}keyring", keyring)
+        errors.append(f"{key_var}key_checksum {checksum!r} is not accepted; accepted: empty or 64 hex digits (sha256)")
+    error = keyring_error(f"{key_var}keyring", keyring)
     if error:
         errors.append(error)
-    errors.extend(pin_errors(f"{var}key_fingerprints", settings.get(f"{prefix}key_fingerprints")))
+    errors.extend(pin_errors(f"{key_var}key_fingerprints", settings.get(f"{key_prefix}key_fingerprints")))
     return {
         "name": name,
         "url": url,
@@ -104,8 +109,8 @@ def _repo(settings: dict[str, Any], prefix: str, name: str, errors: list[str]) -
         "key_url": key_url,
         "key_src": key_src,
         "key_checksum": f"sha256:{checksum}" if checksum else "",
-        "key_fingerprints": list(settings.get(f"{prefix}key_fingerprints") or []),
-        "key_variable": f"{var}key_fingerprints",
+        "key_fingerprints": list(settings.get(f"{key_prefix}key_fingerprints") or []),
+        "key_variable": f"{key_var}key_fingerprints",
         "keyring": keyring,
     }
 
@@ -114,14 +119,16 @@ def _package(name: str, version: str) -> dict[str, str]:
     return {"name": name, "version": version, "spec": f"{name}={version}"}
 
 
-def pending(packages: list[dict[str, str]], installed: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Names of the packages whose installed version differs from the pin (package_facts layout)."""
-    out = []
-    for package in packages:
-        versions = {str(entry.get("version", "")) for entry in installed.get(package["name"], [])}
-        if package["version"] not in versions:
-            out.append(package["name"])
-    return out
+def _install(repo: dict[str, Any], packages: list[dict[str, str]]) -> dict[str, Any]:
+    """One gpufabric.cluster.vendor_packages run: the repository's deb822 source and its packages, pinned and held."""
+    source = {
+        "name": repo["name"],
+        "uris": [repo["url"]],
+        "suites": [repo["suite"]],
+        "components": repo["components"],
+        "signed_by": repo["keyring"],
+    }
+    return {"repositories": [source], "packages": [{"name": p["name"], "version": p["version"]} for p in packages]}
 
 
 def _lib_dirs(env: dict[str, str]) -> list[str]:
@@ -174,17 +181,17 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
     if fail_on not in FAIL_ON:
         errors.append(f"gcp_gpudirect_rdma_env_fail_on {fail_on!r} is not accepted; accepted: {', '.join(FAIL_ON)}")
 
-    gib = _repo(settings, "", "gpufabric-gib", errors)
+    gib = _repo(settings, "", "repo_", "gpufabric-gib", errors)
     transport = transport_needed(gib["url"])
     repos = [gib]
     packages = [_package(PACKAGE, version)]
     transport_packages: list[dict[str, str]] = []
     if transport:
-        transport_repo = _repo(settings, "transport_", "gpufabric-gib-transport", errors)
-        transport_version = str(settings.get("transport_version") or "")
+        transport_repo = _repo(settings, "ar_transport_", "ar_transport_", "gpufabric-gib-transport", errors)
+        transport_version = str(settings.get("ar_transport_version") or "")
         if not VERSION.match(transport_version):
             errors.append(
-                f"gcp_gpudirect_rdma_transport_version {transport_version!r} is not accepted; the ar+https "
+                f"gcp_gpudirect_rdma_ar_transport_version {transport_version!r} is not accepted; the ar+https "
                 f"repository {gib['url']} needs {TRANSPORT_PACKAGE} at an exact version: run `apt-cache madison "
                 f"{TRANSPORT_PACKAGE}` on a host with {transport_repo['url']} {transport_repo['suite']} configured, "
                 "or set gcp_gpudirect_rdma_repo_url to a mirror or https:// repository that needs no transport"
@@ -210,6 +217,9 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
         "transport_packages": transport_packages,
         "holds": [package["name"] for package in transport_packages + packages],
         "pending": pending(transport_packages + packages, installed),
+        # The vendor_packages runs, transport first: apt reads an ar+https:// source only once it is installed.
+        "transport_install": _install(repos[0], transport_packages) if transport else None,
+        "gib_install": _install(gib, packages),
         "env": env,
         "lib_dirs": lib_dirs,
         "plugin_pattern": PLUGIN_PATTERN,

@@ -205,7 +205,9 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
         runtime = "podman"
     spec = RUNTIME_PACKAGES[runtime]
     version = str(settings.get("container_runtime_version") or "")
-    packages = [f"{spec['package']}={version}" if version else spec["package"], *HOST_PACKAGES]
+    # gpufabric.cluster.vendor_packages' layout: the runtime held only at a pin, the host tools never.
+    packages = [{"name": spec["package"], "version": version, "hold": bool(version)}]
+    packages += [{"name": name, "version": "", "hold": False} for name in HOST_PACKAGES]
     run_args = settings.get("container_run_args") or []
     if not isinstance(run_args, list) or not all(isinstance(arg, str) and arg for arg in run_args):
         errors.append(f"gcp_tcpx_container_run_args {run_args!r} must be a list of non-empty strings")
@@ -231,10 +233,10 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
     uds = str(settings.get("rxdm_uds_path") or "")
     topology = str(settings.get("rxdm_gpu_nic_topology") or "")
     preset = str(settings.get("rxdm_gpu_nic_preset") or "")
-    lib_dir = str(settings.get("rxdm_nvidia_lib_dir") or "")
-    lib_link = str(settings.get("nvidia_lib_link") or "")
+    lib_dir = str(settings.get("rxdm_driver_lib_dir") or "")
+    lib_link = str(settings.get("driver_lib_link") or "")
     plugin_link = str(settings.get("plugin_link") or "")
-    libraries = [str(name) for name in settings.get("rxdm_nvidia_libraries") or []]
+    libraries = [str(name) for name in settings.get("rxdm_driver_libraries") or []]
     if not errors:  # the profile is a tcpx profile: its settings can be checked against the role's
         prefix = env.get("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX")
         if not RUN_DIR.match(uds) or posixpath.normpath(uds) != uds:
@@ -273,29 +275,31 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
         if topology and (not topology.startswith("/") or posixpath.normpath(topology) != topology):
             errors.append(f"gcp_tcpx_rxdm_gpu_nic_topology {topology!r} must be an absolute path on the host")
         if lib_dir and (not lib_dir.startswith("/") or posixpath.normpath(lib_dir) != lib_dir):
-            errors.append(f"gcp_tcpx_rxdm_nvidia_lib_dir {lib_dir!r} must be an absolute path or empty")
+            errors.append(f"gcp_tcpx_rxdm_driver_lib_dir {lib_dir!r} must be an absolute path or empty")
         if not lib_dir and not libraries:
             errors.append(
-                "gcp_tcpx_rxdm_nvidia_libraries is empty; accepted: sonames such as libcuda.so.1 (first one required)"
+                "gcp_tcpx_rxdm_driver_libraries is empty; accepted: sonames such as libcuda.so.1 (first one required)"
             )
         bad_libraries = [name for name in libraries if not SONAME.match(name)]
         if bad_libraries:
             errors.append(
-                f"gcp_tcpx_rxdm_nvidia_libraries {bad_libraries} are not sonames; accepted: e.g. libcuda.so.1"
+                f"gcp_tcpx_rxdm_driver_libraries {bad_libraries} are not sonames; accepted: e.g. libcuda.so.1"
             )
         if lib_link and (not lib_link.startswith("/") or posixpath.normpath(lib_link) != lib_link):
-            errors.append(f"gcp_tcpx_nvidia_lib_link {lib_link!r} must be an absolute path or empty")
+            errors.append(f"gcp_tcpx_driver_lib_link {lib_link!r} must be an absolute path or empty")
 
-    firewall_interfaces = [str(name) for name in settings.get("firewall_interfaces") or []] or interfaces
+    # As in gcp_tcpxo: the GPU NICs always, then the extra interfaces (once each).
+    extra_interfaces = [str(name) for name in settings.get("firewall_extra_interfaces") or []]
+    firewall_interfaces = list(dict.fromkeys(interfaces + extra_interfaces))
     if settings.get("firewall") and not errors:
         bad = [name for name in firewall_interfaces if not INTERFACE.match(name)]
         if not firewall_interfaces:
             errors.append(
-                f"profile {settings.get('profile')!r} names no GPU NICs and gcp_tcpx_firewall_interfaces is empty; "
-                "accepted: the interface names the accept rule is limited to"
+                f"profile {settings.get('profile')!r} names no GPU NICs and gcp_tcpx_firewall_extra_interfaces is "
+                "empty; accepted: the interface names to accept TCP on"
             )
         elif bad:
-            errors.append(f"gcp_tcpx_firewall_interfaces {bad} are not interface names")
+            errors.append(f"gcp_tcpx_firewall_extra_interfaces {bad} are not interface names")
 
     sysctls = settings.get("sysctls") or {}
     bad_sysctls = [key for key, value in sysctls.items() if not re.match(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$", str(key))]
@@ -313,7 +317,6 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
             "binary": spec["binary"],
             "service": spec["service"],
             "packages": packages,
-            "hold": [spec["package"]] if version else [],
         },
         "images": images,
         "gpu_count": gpu_count,

@@ -407,41 +407,24 @@ def nic_findings(hardware: dict[str, Any], interfaces: list[str], mtu: int) -> l
     return out
 
 
-def _installed_versions(installed: dict[str, Any], name: str) -> list[str]:
-    return [str(entry.get("version")) for entry in installed.get(name) or [] if isinstance(entry, dict)]
+TRANSPORT_PACKAGE = "apt-transport-artifact-registry"
+IMPORT_HELPER_PACKAGE = "dmabuf-import-helper"
 
 
-def packages(installed: dict[str, Any], settings: dict[str, Any], distro_packages: list[str]) -> dict[str, Any]:
-    """What apt must still do, from ``ansible_facts.packages``.
+def packages(settings: dict[str, Any], distro_packages: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The packages of the two gpufabric.cluster.vendor_packages runs, in that module's layout.
 
-    ``held``: the pinned packages (name, version, spec) the role installs at their version and holds;
-    ``pending``: the names of those not installed at their pin; ``transport``: the Artifact Registry apt
-    transport (None when not wanted), ``transport_pending`` whether it must be installed or moved;
-    ``missing``: distribution packages (podman, iptables, dkms, headers) not installed yet.
+    ``first``: the Artifact Registry transport (at its pin and held; unpinned, installed once and never moved or
+    held) and the distribution's packages (podman, iptables, dkms, headers: installed when missing, never held),
+    before apt can read the ar+https:// TCPXO source; ``tcpxo``: dmabuf-import-helper at its pin, held.
     """
-    held = [{"name": "dmabuf-import-helper", "version": str(settings.get("import_helper_version", ""))}]
-    transport = None
-    transport_pending = False
+    first: list[dict[str, Any]] = []
     if settings.get("ar_transport"):
         version = str(settings.get("ar_transport_version") or "")
-        transport = {"name": "apt-transport-artifact-registry", "version": version}
-        versions = _installed_versions(installed, transport["name"])
-        transport_pending = not versions or bool(version and version not in versions)
-        if version:
-            held.append(dict(transport))
-        transport["spec"] = f"{transport['name']}={version}" if version else transport["name"]
-    for package in held:
-        package["spec"] = f"{package['name']}={package['version']}"
-    pending = [
-        package["name"] for package in held if package["version"] not in _installed_versions(installed, package["name"])
-    ]
-    return {
-        "held": held,
-        "pending": pending,
-        "transport": transport,
-        "transport_pending": transport_pending,
-        "missing": [name for name in distro_packages if name not in installed],
-    }
+        first.append({"name": TRANSPORT_PACKAGE, "version": version, "hold": bool(version)})
+    first += [{"name": name, "version": "", "hold": False} for name in distro_packages]
+    version = str(settings.get("import_helper_version", ""))
+    return {"first": first, "tcpxo": [{"name": IMPORT_HELPER_PACKAGE, "version": version, "hold": True}]}
 
 
 EXPORT = re.compile(r"""^\s*export\s+([A-Z_][A-Z0-9_]*)=(?:"([^"]*)"|'([^']*)'|(\S*))\s*$""")

@@ -206,6 +206,8 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         "topo_file": env.get("NCCL_TOPO_FILE", ""),
         "topo_file_hint": topo_file_hint(env.get("NCCL_TOPO_FILE", "")),
         "sharp_packages": specs,
+        # The same pins as gpufabric.cluster.vendor_packages takes them (held by default).
+        "sharp_install": [{"name": spec["name"], "version": spec["version"]} for spec in specs],
         "errors": errors,
     }
 

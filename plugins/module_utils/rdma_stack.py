@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
 FLAVORS = ("inbox", "doca")
 FABRICS = ("infiniband", "roce", "gpudirect_rdma", "efa", "tcpx", "tcpxo", "none")
@@ -173,16 +174,10 @@ def plan(facts: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
             "keyring": keyring_path(key_src, key_url, KEYRING_DIRS.get(os_family, "/etc/apt/keyrings")),
         }
     result["pending"] = pending(result["packages"], facts.get("packages") or {})
+    # What gpufabric.cluster.vendor_packages installs: the pins, and the held packages they bring along.
+    pinned = [package["name"] for package in result["packages"]]
+    result["install"] = [
+        {"name": package["name"], "version": package["version"], "hold": package["name"] in result["holds"]}
+        for package in result["packages"]
+    ] + [{"name": name, "hold": True} for name in result["holds"] if name not in pinned]
     return result
-
-
-def pending(packages: list[dict[str, str]], installed: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Names of the packages whose installed version differs from the pin (package_facts layout)."""
-    out = []
-    for package in packages:
-        versions = installed.get(package["name"], [])
-        have = {str(entry.get("version", "")) for entry in versions}
-        have |= {f"{entry.get('version')}-{entry.get('release')}" for entry in versions if entry.get("release")}
-        if package["version"] not in have:
-            out.append(package["name"])
-    return out

@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 TRUST = ("dscp", "pcp", "none")
-MODES = {"v2": "RoCE v2", "v1": "IB/RoCE v1", "none": ""}
+VERSIONS = {"v2": "RoCE v2", "v1": "IB/RoCE v1", "none": ""}
 GID_V2 = "RoCE v2"
 IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$")
 INTEGER = re.compile(r"^[0-9]+$")
@@ -263,9 +263,9 @@ def plan(settings: dict[str, Any]) -> dict[str, Any]:
     trust = settings.get("trust", "dscp")
     if trust not in TRUST:
         errors.append(f"roce_trust is {trust!r}; accepted: {', '.join(TRUST)}")
-    mode = settings.get("mode", "v2")
-    if mode not in MODES:
-        errors.append(f"roce_mode is {mode!r}; accepted: {', '.join(MODES)}")
+    version = settings.get("version", "v2")
+    if version not in VERSIONS:
+        errors.append(f"roce_version is {version!r}; accepted: {', '.join(VERSIONS)}")
 
     dscp2prio: dict[int, int] = {}
     raw_map = settings.get("dscp2prio", {})
@@ -351,7 +351,7 @@ def plan(settings: dict[str, Any]) -> dict[str, Any]:
         "ecn": ecn,
         "traffic_class": traffic_class,
         "default_tos": default_tos,
-        "mode": MODES.get(mode, ""),
+        "roce_version": VERSIONS.get(version, ""),
         "wait_seconds": wait if wait is not None else 60,
         "include": include,
         "exclude": exclude,

@@ -42,7 +42,7 @@ def catalog_plan(profile: str = "gcp/a3-ultragpu-8g") -> dict:
     return fabric_plan.plan_host({"gpufabric_profile": profile}, catalog, tier="best")
 
 
-MIRROR = {"repo_url": "file:/srv/aptrepo", "keyring": "/etc/apt/keyrings/gpufabric-gib.gpg"}
+MIRROR = {"repo_url": "file:/srv/aptrepo", "repo_keyring": "/etc/apt/keyrings/gpufabric-gib.gpg"}
 
 
 # ---------------------------------------------------------------------------
@@ -57,10 +57,10 @@ def test_defaults_match_the_sources_the_readme_names():
         "gcp_gpudirect_rdma_version": "1.1.0",
         "gcp_gpudirect_rdma_repo_url": "ar+https://us-apt.pkg.dev/projects/gce-ai-infra",
         "gcp_gpudirect_rdma_repo_suite": "gpudirect-gib-apt",
-        "gcp_gpudirect_rdma_key_url": "https://us-apt.pkg.dev/doc/repo-signing-key.gpg",
-        "gcp_gpudirect_rdma_transport_repo_url": "https://packages.cloud.google.com/apt",
-        "gcp_gpudirect_rdma_transport_repo_suite": "apt-transport-artifact-registry-stable",
-        "gcp_gpudirect_rdma_transport_key_url": "https://packages.cloud.google.com/apt/doc/apt-key.gpg",
+        "gcp_gpudirect_rdma_repo_key_url": "https://us-apt.pkg.dev/doc/repo-signing-key.gpg",
+        "gcp_gpudirect_rdma_ar_transport_repo_url": "https://packages.cloud.google.com/apt",
+        "gcp_gpudirect_rdma_ar_transport_repo_suite": "apt-transport-artifact-registry-stable",
+        "gcp_gpudirect_rdma_ar_transport_key_url": "https://packages.cloud.google.com/apt/doc/apt-key.gpg",
         "gcp_gpudirect_rdma_env_script": "/usr/local/gib/scripts/set_nccl_env.sh",
     }
     for name, value in expected.items():
@@ -73,7 +73,7 @@ def test_defaults_match_the_sources_the_readme_names():
 
 def test_no_default_pretends_to_know_a_checksum_or_the_transport_version():
     values = defaults()
-    for name in ("key_checksum", "transport_key_checksum", "transport_version"):
+    for name in ("repo_key_checksum", "ar_transport_key_checksum", "ar_transport_version"):
         assert values[PREFIX + name] == "", name
     readme = (ROLE / "README.md").read_text(encoding="utf-8")
     assert "UNVERIFIED" in readme
@@ -118,12 +118,12 @@ def test_default_ar_https_repository_needs_the_transport_at_a_pinned_version():
     plan = gib.plan(JAMMY, catalog_plan(), settings())
     assert plan["transport"] is True
     assert len(plan["errors"]) == 1
-    assert "gcp_gpudirect_rdma_transport_version '' is not accepted" in plan["errors"][0]
+    assert "gcp_gpudirect_rdma_ar_transport_version '' is not accepted" in plan["errors"][0]
     assert "apt-cache madison apt-transport-artifact-registry" in plan["errors"][0]
 
 
 def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
-    plan = gib.plan(NOBLE, catalog_plan(), settings(transport_version="0.4.1"))
+    plan = gib.plan(NOBLE, catalog_plan(), settings(ar_transport_version="0.4.1"))
     assert plan["errors"] == []
     assert [repo["name"] for repo in plan["repos"]] == ["gpufabric-gib-transport", "gpufabric-gib"]
     transport, gib_repo = plan["transport_repo"], plan["gib_repo"]
@@ -137,6 +137,21 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
     ]
     assert plan["holds"] == ["apt-transport-artifact-registry", "nccl-gib"]
     assert plan["pending"] == ["apt-transport-artifact-registry", "nccl-gib"]
+    # The vendor_packages runs, transport first, each Signed-By its own keyring.
+    assert plan["transport_install"] == {
+        "repositories": [
+            {
+                "name": "gpufabric-gib-transport",
+                "uris": ["https://packages.cloud.google.com/apt"],
+                "suites": ["apt-transport-artifact-registry-stable"],
+                "components": ["main"],
+                "signed_by": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
+            }
+        ],
+        "packages": [{"name": "apt-transport-artifact-registry", "version": "0.4.1"}],
+    }
+    assert plan["gib_install"]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-gib.asc"
+    assert plan["gib_install"]["packages"] == [{"name": "nccl-gib", "version": "1.1.0"}]
 
 
 @pytest.mark.parametrize(
@@ -197,13 +212,19 @@ def test_profiles_of_other_fabrics_are_refused(profile, message):
         ({"env_fail_on": "always"}, "gcp_gpudirect_rdma_env_fail_on 'always' is not accepted"),
         ({"repo_url": "ftp://mirror/gib"}, "gcp_gpudirect_rdma_repo_url 'ftp://mirror/gib' is not accepted"),
         ({"repo_suite": ""}, "gcp_gpudirect_rdma_repo_suite is empty"),
-        ({"key_url": "", "key_src": ""}, "gcp_gpudirect_rdma_key_url and gcp_gpudirect_rdma_key_src are both empty"),
-        ({"key_url": "http://x/key.gpg"}, "gcp_gpudirect_rdma_key_url 'http://x/key.gpg' is not accepted"),
-        ({"key_checksum": "sha256:abc"}, "gcp_gpudirect_rdma_key_checksum 'abc' is not accepted"),
-        ({"keyring": "/etc/apt/keyrings/gib.key"}, "gcp_gpudirect_rdma_keyring '/etc/apt/keyrings/gib.key'"),
-        ({"keyring": "gib.asc"}, "gcp_gpudirect_rdma_keyring 'gib.asc' is not accepted"),
-        ({"key_fingerprints": []}, "gcp_gpudirect_rdma_key_fingerprints is []; accepted"),
-        ({"key_fingerprints": ["DC6315A3"]}, "gcp_gpudirect_rdma_key_fingerprints: fingerprint 'DC6315A3' is not"),
+        (
+            {"repo_key_url": "", "repo_key_src": ""},
+            "gcp_gpudirect_rdma_repo_key_url and gcp_gpudirect_rdma_repo_key_src are both empty",
+        ),
+        ({"repo_key_url": "http://x/key.gpg"}, "gcp_gpudirect_rdma_repo_key_url 'http://x/key.gpg' is not accepted"),
+        ({"repo_key_checksum": "sha256:abc"}, "gcp_gpudirect_rdma_repo_key_checksum 'abc' is not accepted"),
+        ({"repo_keyring": "/etc/apt/keyrings/gib.key"}, "gcp_gpudirect_rdma_repo_keyring '/etc/apt/keyrings/gib.key'"),
+        ({"repo_keyring": "gib.asc"}, "gcp_gpudirect_rdma_repo_keyring 'gib.asc' is not accepted"),
+        ({"repo_key_fingerprints": []}, "gcp_gpudirect_rdma_repo_key_fingerprints is []; accepted"),
+        (
+            {"repo_key_fingerprints": ["DC6315A3"]},
+            "gcp_gpudirect_rdma_repo_key_fingerprints: fingerprint 'DC6315A3' is not",
+        ),
     ],
 )
 def test_bad_input_is_named_with_what_is_accepted(overrides, message):
@@ -213,18 +234,18 @@ def test_bad_input_is_named_with_what_is_accepted(overrides, message):
 
 
 def test_transport_settings_are_checked_only_when_the_transport_is_needed():
-    bad = {"transport_keyring": "nope", "transport_key_url": "", "transport_version": "0.4.1"}
+    bad = {"ar_transport_keyring": "nope", "ar_transport_key_url": "", "ar_transport_version": "0.4.1"}
     assert gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, **bad))["errors"] == []
     errors = gib.plan(DEBIAN12, catalog_plan(), settings(**bad))["errors"]
-    assert any(error.startswith("gcp_gpudirect_rdma_transport_keyring 'nope'") for error in errors)
-    assert any(error.startswith("gcp_gpudirect_rdma_transport_key_url and") for error in errors)
+    assert any(error.startswith("gcp_gpudirect_rdma_ar_transport_keyring 'nope'") for error in errors)
+    assert any(error.startswith("gcp_gpudirect_rdma_ar_transport_key_url and") for error in errors)
 
 
 def test_checksum_is_normalised_for_get_url():
     digest = "A" * 64
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, key_checksum=digest))
+    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, repo_key_checksum=digest))
     assert plan["gib_repo"]["key_checksum"] == "sha256:" + "a" * 64
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, key_checksum="sha256:" + digest))
+    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, repo_key_checksum="sha256:" + digest))
     assert plan["gib_repo"]["key_checksum"] == "sha256:" + "a" * 64
     assert gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR))["gib_repo"]["key_checksum"] == ""
 
@@ -242,14 +263,14 @@ def test_catalog_without_library_path_is_refused():
 def test_pending_compares_installed_versions():
     installed = {"nccl-gib": [{"version": "1.1.0"}], "apt-transport-artifact-registry": [{"version": "0.4.0"}]}
     facts = {**JAMMY, "packages": installed}
-    plan = gib.plan(facts, catalog_plan(), settings(transport_version="0.4.1"))
+    plan = gib.plan(facts, catalog_plan(), settings(ar_transport_version="0.4.1"))
     assert plan["pending"] == ["apt-transport-artifact-registry"]
-    plan = gib.plan(facts, catalog_plan(), settings(transport_version="0.4.0", version="1.1.1"))
+    plan = gib.plan(facts, catalog_plan(), settings(ar_transport_version="0.4.0", version="1.1.1"))
     assert plan["pending"] == ["nccl-gib"]
 
 
 def test_both_keys_are_pinned_to_artifact_registrys_fingerprint_by_default():
-    plan = gib.plan(JAMMY, catalog_plan(), settings(transport_version="0.4.1"))
+    plan = gib.plan(JAMMY, catalog_plan(), settings(ar_transport_version="0.4.1"))
     for repo in plan["repos"]:
         assert repo["key_fingerprints"] == ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"], repo["name"]
         assert repo["key_variable"].startswith("gcp_gpudirect_rdma_") and repo["key_variable"].endswith("fingerprints")

@@ -115,20 +115,23 @@ def test_podman_from_the_distribution_unpinned_by_default():
         "name": "podman",
         "binary": "/usr/bin/podman",
         "service": None,
-        "packages": ["podman", "iptables", "ethtool"],
-        "hold": [],
+        "packages": [
+            {"name": "podman", "version": "", "hold": False},
+            {"name": "iptables", "version": "", "hold": False},
+            {"name": "ethtool", "version": "", "hold": False},
+        ],
     }
 
 
 def test_a_runtime_version_is_pinned_with_apt_syntax_and_held():
     runtime = plan(container_runtime_version="4.3.1+ds1-8+deb12u1")["runtime"]
-    assert runtime["packages"][0] == "podman=4.3.1+ds1-8+deb12u1"
-    assert runtime["hold"] == ["podman"]
+    assert runtime["packages"][0] == {"name": "podman", "version": "4.3.1+ds1-8+deb12u1", "hold": True}
+    assert [package["name"] for package in runtime["packages"] if package["hold"]] == ["podman"]
 
 
 def test_docker_uses_docker_io_and_its_daemon():
     result = plan(container_runtime="docker")
-    assert result["runtime"]["packages"][0] == "docker.io"
+    assert result["runtime"]["packages"][0]["name"] == "docker.io"
     assert result["runtime"]["service"] == "docker.service"
     assert result["rxdm_exec_lines"][0].startswith("/usr/bin/docker run --rm --name gpufabric-tcpx-rxdm")
     assert result["installer_argv"][0] == "/usr/bin/docker"
@@ -147,7 +150,7 @@ def test_supported_distributions_plan_the_same_without_warning(distribution, maj
     facts = {"os_family": "Debian", "distribution": distribution, "distribution_major_version": major}
     result = plan(facts)
     assert result["errors"] == [] and result["warnings"] == []
-    assert result["runtime"]["packages"] == ["podman", "iptables", "ethtool"]
+    assert [package["name"] for package in result["runtime"]["packages"]] == ["podman", "iptables", "ethtool"]
     assert result["iptables"] == "/usr/sbin/iptables"
 
 
@@ -256,7 +259,7 @@ def test_the_a3vm_preset_refuses_profiles_whose_nics_are_not_eth1_to_eth4(tmp_pa
 
 
 def test_a_host_library_directory_is_mounted_instead_of_staging():
-    result = plan(rxdm_nvidia_lib_dir="/var/lib/nvidia/lib64")
+    result = plan(rxdm_driver_lib_dir="/var/lib/nvidia/lib64")
     assert result["nvidia"] == {
         "staged": False,
         "mount_dir": "/var/lib/nvidia/lib64",
@@ -264,7 +267,7 @@ def test_a_host_library_directory_is_mounted_instead_of_staging():
         "link": "/usr/local/nvidia/lib64",
     }
     assert "--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64:ro" in result["rxdm_exec_lines"]
-    same = plan(rxdm_nvidia_lib_dir="/usr/local/nvidia/lib64")
+    same = plan(rxdm_driver_lib_dir="/usr/local/nvidia/lib64")
     assert same["nvidia"]["link"] == ""
 
 
@@ -284,10 +287,10 @@ def test_a_host_library_directory_is_mounted_instead_of_staging():
             {"plugin_link": "/opt/tcpx/lib64"},
             "gcp_tcpx_plugin_link '/opt/tcpx/lib64' is not in the profile's LD_LIBRARY_PATH",
         ),
-        ({"rxdm_nvidia_libraries": ["cuda"]}, "gcp_tcpx_rxdm_nvidia_libraries ['cuda'] are not sonames"),
+        ({"rxdm_driver_libraries": ["cuda"]}, "gcp_tcpx_rxdm_driver_libraries ['cuda'] are not sonames"),
         (
-            {"firewall_interfaces": ["eth1; reboot"]},
-            "gcp_tcpx_firewall_interfaces ['eth1; reboot'] are not interface names",
+            {"firewall_extra_interfaces": ["eth1; reboot"]},
+            "gcp_tcpx_firewall_extra_interfaces ['eth1; reboot'] are not interface names",
         ),
         ({"sysctls": {"net.core.optmem_max": "1; reboot"}}, "gcp_tcpx_sysctls has bad entries"),
         ({"container_run_args": ["--runtime", ""]}, "gcp_tcpx_container_run_args"),
@@ -296,6 +299,12 @@ def test_a_host_library_directory_is_mounted_instead_of_staging():
 def test_inputs_nccl_could_not_use_are_refused(overrides, expected):
     errors = plan(**overrides)["errors"]
     assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_extra_firewall_interfaces_are_added_to_the_gpu_nics_once():
+    result = plan(firewall_extra_interfaces=["eth0", "eth1"])
+    assert result["errors"] == []
+    assert result["firewall_interfaces"] == ["eth1", "eth2", "eth3", "eth4", "eth0"]
 
 
 def test_profiles_of_other_fabrics_and_unknown_profiles_are_refused():
@@ -367,5 +376,5 @@ def test_the_prepare_script_checks_every_device_and_requires_libcuda():
     assert "for node in /dev/nvidia0 /dev/nvidia1" in script and "/dev/nvidiactl /dev/nvidia-uvm; do" in script
     assert "\nrequired=libcuda.so.1\n" in script
     assert "\nstage=/run/gpufabric-tcpx/nvidia/lib64\n" in script
-    host_dir = render("tcpx-rxdm-prepare.sh.j2", plan(rxdm_nvidia_lib_dir="/var/lib/nvidia/lib64"))
+    host_dir = render("tcpx-rxdm-prepare.sh.j2", plan(rxdm_driver_lib_dir="/var/lib/nvidia/lib64"))
     assert "ldconfig" not in host_dir and "/var/lib/nvidia/lib64/libcuda.so.1" in host_dir

@@ -282,37 +282,42 @@ def test_nic_findings_name_each_missing_down_or_small_nic():
     assert tcpxo.nic_findings(hardware, ["eth1", "eth3"], 0) == []
 
 
+def pending(request: list[dict], installed: dict) -> list[str]:
+    """What vendor_packages would install or move for one phase (the module's own pending())."""
+    return module_utils("vendor_packages").pending(request, installed)
+
+
 def test_packages_pending_holds_and_transport():
     settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": "20220622.00-1"}
-    fresh = tcpxo.packages({"podman": [{"version": "4.3.1"}]}, settings, ["podman", "iptables"])
-    assert [p["spec"] for p in fresh["held"]] == [
-        "dmabuf-import-helper=1.0.0-1",
-        "apt-transport-artifact-registry=20220622.00-1",
+    requests = tcpxo.packages(settings, ["podman", "iptables"])
+    assert requests["first"] == [
+        {"name": "apt-transport-artifact-registry", "version": "20220622.00-1", "hold": True},
+        {"name": "podman", "version": "", "hold": False},
+        {"name": "iptables", "version": "", "hold": False},
     ]
-    assert fresh["pending"] == ["dmabuf-import-helper", "apt-transport-artifact-registry"]
-    assert fresh["transport_pending"] is True
-    assert fresh["missing"] == ["iptables"]
+    assert requests["tcpxo"] == [{"name": "dmabuf-import-helper", "version": "1.0.0-1", "hold": True}]
+    fresh = {"podman": [{"version": "4.3.1"}]}
+    assert pending(requests["first"], fresh) == ["apt-transport-artifact-registry", "iptables"]
+    assert pending(requests["tcpxo"], fresh) == ["dmabuf-import-helper"]
     installed = {
         "dmabuf-import-helper": [{"version": "1.0.0-1"}],
         "apt-transport-artifact-registry": [{"version": "20220622.00-1"}],
         "podman": [{"version": "4.3.1"}],
         "iptables": [{"version": "1.8.9-2"}],
     }
-    converged = tcpxo.packages(installed, settings, ["podman", "iptables"])
-    assert converged["pending"] == [] and converged["transport_pending"] is False and converged["missing"] == []
-    moved = tcpxo.packages(installed, {**settings, "import_helper_version": "1.0.1-1"}, [])
-    assert moved["pending"] == ["dmabuf-import-helper"]
+    assert pending(requests["first"], installed) == [] and pending(requests["tcpxo"], installed) == []
+    moved = tcpxo.packages({**settings, "import_helper_version": "1.0.1-1"}, [])
+    assert pending(moved["tcpxo"], installed) == ["dmabuf-import-helper"]
 
 
 def test_unpinned_transport_is_installed_once_and_not_held():
     settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": ""}
-    fresh = tcpxo.packages({}, settings, [])
-    assert fresh["transport"]["spec"] == "apt-transport-artifact-registry"
-    assert [p["name"] for p in fresh["held"]] == ["dmabuf-import-helper"]
-    assert fresh["transport_pending"] is True
+    first = tcpxo.packages(settings, [])["first"]
+    assert first == [{"name": "apt-transport-artifact-registry", "version": "", "hold": False}]
+    assert pending(first, {}) == ["apt-transport-artifact-registry"]
     installed = {"apt-transport-artifact-registry": [{"version": "20250101.00-1"}]}
-    assert tcpxo.packages(installed, settings, [])["transport_pending"] is False
-    assert tcpxo.packages({}, {**settings, "ar_transport": False}, [])["transport"] is None
+    assert pending(first, installed) == []
+    assert tcpxo.packages({**settings, "ar_transport": False}, [])["first"] == []
 
 
 def test_env_differences_read_googles_profile():

@@ -8,6 +8,7 @@ import pytest
 from gpufabric.collection import module_utils
 
 rdma = module_utils("rdma_stack")
+vendor_packages = module_utils("vendor_packages")
 
 DEBIAN12 = {"os_family": "Debian", "distribution": "Debian", "distribution_version": "12.8", "architecture": "x86_64"}
 UBUNTU = {"os_family": "Debian", "distribution": "Ubuntu", "distribution_version": "22.04", "architecture": "aarch64"}
@@ -86,6 +87,11 @@ def test_doca_pins_the_profile_and_holds_it_once():
     assert plan["holds"] == ["doca-ofed", "doca-ofed-userspace"]
     ubuntu = rdma.plan(UBUNTU, DOCA)
     assert [p["spec"] for p in ubuntu["packages"]] == ["doca-ofed=2.9.1-1"]
+    # What vendor_packages is given: the pin, and the held package it brings along.
+    assert ubuntu["install"] == [
+        {"name": "doca-ofed", "version": "2.9.1-1", "hold": True},
+        {"name": "doca-ofed-userspace", "hold": True},
+    ]
 
 
 def test_explicit_repo_url_wins():
@@ -125,9 +131,9 @@ def test_kernel_modules_override_and_fabrics_without_rdma():
 def test_pending_compares_installed_versions():
     packages = [{"name": "rdma-core", "version": "44.0-2"}, {"name": "perftest", "version": "4.5+0.17-1"}]
     installed = {"rdma-core": [{"version": "44.0-2"}], "perftest": [{"version": "4.5+0.16-1"}]}
-    assert rdma.pending(packages, installed) == ["perftest"]
+    assert vendor_packages.pending(packages, installed) == ["perftest"]
     rpm = {"rdma-core": [{"version": "44.0", "release": "2"}]}
-    assert rdma.pending(packages[:1], rpm) == []
+    assert vendor_packages.pending(packages[:1], rpm) == []
     plan = rdma.plan(
         {**DEBIAN12, "packages": installed}, {"flavor": "inbox", "fabric": "none", "inbox_packages": INBOX}
     )

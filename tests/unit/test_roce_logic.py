@@ -68,7 +68,7 @@ def test_role_defaults_on_oci_follow_the_catalog():
     # DSCP trust with the NIC's default map: DSCP 10 lands on priority 1.
     assert plan["priority"] == 1
     assert plan["priority_basis"] == "NCCL_IB_TC 41 = DSCP 10, mapped to priority 1 by the default DSCP >> 3 mapping"
-    assert (plan["traffic_class"], plan["default_tos"], plan["mode"]) == (41, 41, "RoCE v2")
+    assert (plan["traffic_class"], plan["default_tos"], plan["roce_version"]) == (41, 41, "RoCE v2")
     assert (plan["trust"], plan["pfc"], plan["ecn"], plan["dscp2prio"]) == ("dscp", [], [], [])
     assert (plan["include"], plan["exclude"], plan["exclude_netdevs"]) == (["mlx5*"], [], ["eth0"])
     assert plan["expect_devices"] == 16
@@ -141,7 +141,7 @@ def test_trust_none_without_pfc_needs_no_mlnx_qos():
     ("overrides", "message"),
     [
         ({"trust": "cos"}, "roce_trust is 'cos'; accepted: dscp, pcp, none"),
-        ({"mode": "2"}, "roce_mode is '2'; accepted: v2, v1, none"),
+        ({"version": "2"}, "roce_version is '2'; accepted: v2, v1, none"),
         ({"pfc_priorities": [1, 8]}, "roce_pfc_priorities entry is 8; accepted: an integer from 0 to 7"),
         ({"pfc_priorities": "3"}, "roce_pfc_priorities is '3'; accepted: a list of priorities 0-7"),
         ({"ecn_priorities": [True]}, "roce_ecn_priorities entry is True; accepted: an integer from 0 to 7"),
@@ -163,8 +163,8 @@ def test_bad_settings_are_refused_naming_value_variable_and_accepted(overrides, 
 
 
 def test_explicit_traffic_class_and_tos_and_their_warnings():
-    plan = roce.plan(settings(traffic_class=106, default_tos="none", mode="none"))
-    assert (plan["traffic_class"], plan["default_tos"], plan["mode"]) == (106, None, "")
+    plan = roce.plan(settings(traffic_class=106, default_tos="none", version="none"))
+    assert (plan["traffic_class"], plan["default_tos"], plan["roce_version"]) == (106, None, "")
     assert plan["warnings"] == [
         "roce_traffic_class 106 differs from the catalog's NCCL_IB_TC 41; the driver's global traffic class "
         "overrides the value NCCL asks for on every QP"

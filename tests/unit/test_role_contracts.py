@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""House rules every role keeps: argspec and defaults agree, variables carry the role prefix."""
+"""House rules every role keeps: argspec and defaults agree, variables carry the role prefix, sibling roles name a
+shared concept alike, the verify entry point has one shape, and production defaults hold no test knobs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +64,199 @@ def test_role_documentation_renders(role, ansible_env):
     )
     assert result.returncode == 0, result.stderr
     assert f"{role}_" in result.stdout
+
+
+# ---------------------------------------------------------------- sibling roles speak alike
+
+# One name per concept shared by roles (the suffix after "<role>_"), and the other spellings it once had. No
+# role may use another spelling; docs/fabric-roles.md ("Conventions every role keeps") lists the same names.
+ONE_NAME = {
+    "rxdm_driver_libraries": ("rxdm_nvidia_libraries",),
+    "rxdm_driver_lib_dir": ("rxdm_nvidia_lib_dir",),
+    "driver_lib_link": ("nvidia_lib_link",),
+    "container_run_args": ("podman_run_options", "container_run_options", "run_args"),
+    "firewall_extra_interfaces": ("firewall_interfaces", "extra_firewall_interfaces"),
+    "repo_key_url": ("key_url",),
+    "repo_key_src": ("key_src",),
+    "repo_key_checksum": ("key_checksum",),
+    "repo_key_fingerprints": ("key_fingerprints",),
+    "repo_keyring": ("keyring",),
+    "ar_transport_version": ("transport_version",),
+    "ar_transport_repo_url": ("transport_repo_url",),
+    "ar_transport_repo_suite": ("transport_repo_suite",),
+    "ar_transport_key_url": ("transport_key_url",),
+    "ar_transport_keyring": ("transport_keyring",),
+    "roce_version": ("roce_mode",),
+}
+SIBLINGS = ("gcp_tcpx", "gcp_tcpxo", "gcp_gpudirect_rdma")
+
+
+def options(role: str) -> dict:
+    return load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_shared_concepts_have_one_name(role):
+    suffixes = {name.removeprefix(f"{role}_") for name in options(role)}
+    for name, others in ONE_NAME.items():
+        used = suffixes & set(others)
+        assert not used, f"{role} names {sorted(used)} what the roles call {name}"
+    # "mode" named a RoCE version in one role and a verify switch in another: no role option is a bare mode.
+    assert "mode" not in suffixes, f"{role}_mode: name the option for what it selects"
+
+
+def test_sibling_roles_give_a_shared_name_one_type():
+    types: dict[str, set] = {}
+    for role in SIBLINGS:
+        for name, spec in options(role).items():
+            types.setdefault(name.removeprefix(f"{role}_"), set()).add((spec.get("type"), spec.get("elements")))
+    assert {name: found for name, found in types.items() if len(found) > 1} == {}
+
+
+def test_the_siblings_use_the_shared_names():
+    present = {role: {name.removeprefix(f"{role}_") for name in options(role)} for role in SIBLINGS}
+    assert {"rxdm_driver_libraries", "rxdm_driver_lib_dir", "container_run_args", "firewall_extra_interfaces"} <= (
+        present["gcp_tcpx"] & present["gcp_tcpxo"]
+    )
+    shared_repo = {"repo_url", "repo_suite", "repo_key_url", "repo_key_fingerprints", "repo_keyring"}
+    shared_transport = {"ar_transport_version", "ar_transport_repo_url", "ar_transport_key_url", "ar_transport_keyring"}
+    assert shared_repo | shared_transport <= present["gcp_tcpxo"] & present["gcp_gpudirect_rdma"]
+
+
+# ---------------------------------------------------------------- one verify entry point
+
+# Modules a verify file may call: they read, or they only include the next file.
+READ_ONLY = {
+    "ansible.builtin.assert",
+    "ansible.builtin.debug",
+    "ansible.builtin.fail",
+    "ansible.builtin.find",
+    "ansible.builtin.include_role",
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.package_facts",
+    "ansible.builtin.service_facts",
+    "ansible.builtin.set_fact",
+    "ansible.builtin.setup",
+    "ansible.builtin.slurp",
+    "ansible.builtin.stat",
+    "ansible.builtin.wait_for",
+    "gpufabric.cluster.fabric_facts",
+}
+TASK_KEYWORDS = {
+    "name",
+    "when",
+    "vars",
+    "register",
+    "loop",
+    "loop_control",
+    "changed_when",
+    "failed_when",
+    "check_mode",
+    "until",
+    "retries",
+    "delay",
+    "block",
+    "rescue",
+    "always",
+    "tags",
+    "no_log",
+    "ignore_errors",
+    "environment",
+    "become",
+    "delegate_to",
+    "run_once",
+    "notify",
+    "listen",
+}
+
+
+def tasks_of(items: list) -> list[dict]:
+    out = []
+    for task in items or []:
+        out.append(task)
+        for key in ("block", "rescue", "always"):
+            out += tasks_of(task.get(key))
+    return out
+
+
+def module_of(task: dict) -> str:
+    (module,) = [key for key in task if key not in TASK_KEYWORDS] or ["block"]
+    return module
+
+
+def verify_roles() -> list[str]:
+    return [role for role in ROLES if (REPO / "roles" / role / "tasks" / "verify.yml").is_file()]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_verify_has_one_file_name_and_no_mode_switch(role):
+    tasks = REPO / "roles" / role / "tasks"
+    others = [
+        path.name for path in tasks.glob("*.yml") if re.search(r"verify|ready", path.stem) and path.stem != "verify"
+    ]
+    assert others == [], f"{role}: a read-only check of the host is tasks/verify.yml, not {others}"
+    for path in tasks.glob("*.yml"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"==\s*'verify'|_mode\s*==", text), f"{path}: verify is an entry point, not a mode"
+
+
+@pytest.mark.parametrize("role", verify_roles())
+def test_verify_runs_alone_and_only_reads(role):
+    tasks = REPO / "roles" / role / "tasks"
+    verify = load(tasks / "verify.yml")
+    steps = tasks_of(verify)
+    if (tasks / "plan.yml").is_file():
+        first = tasks_of(verify[0].get("block") or [])[:2] + steps[:1]
+        assert any(step.get("ansible.builtin.include_tasks") == "plan.yml" for step in first), (
+            f"{role}: verify.yml must plan first (include_tasks: plan.yml) so that tasks_from: verify runs alone"
+        )
+    for step in steps:
+        module = module_of(step)
+        if module == "block":
+            continue
+        if module in ("ansible.builtin.command", "ansible.builtin.shell"):
+            assert step.get("changed_when") is False, f"{role} verify: {step.get('name')!r} must be changed_when: false"
+        elif module == "ansible.builtin.systemd_service":
+            assert set(step[module]) == {"name"}, f"{role} verify: {step.get('name')!r} may only read the unit"
+        else:
+            assert module in READ_ONLY, f"{role} verify: {step.get('name')!r} calls {module}, which can change the host"
+
+
+def test_verify_is_reached_only_as_tasks_from_verify():
+    files = [*REPO.glob("roles/*/tasks/*.yml"), *REPO.glob("molecule/**/*.yml"), *REPO.glob("playbooks/*.yml")]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"^\s*tasks_from:\s*(\S+)", text, re.M):
+            if "verify" in target:
+                assert target.strip("\"'") == "verify", f"{path}: tasks_from: {target}; the entry point is verify"
+        assert not re.search(r"^\s*\w+_mode:\s*verify\b", text, re.M), f"{path}: verify is tasks_from: verify"
+        assert not re.search(r"tasks_from:\s*\S*ready", text), f"{path}: readiness is part of tasks_from: verify"
+
+
+def test_the_verify_roles_are_documented():
+    text = (REPO / "docs" / "fabric-roles.md").read_text(encoding="utf-8")
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("Roles with a verify entry point:")]
+    assert sorted(re.findall(r"`(\w+)`", line)) == verify_roles()
+
+
+# ---------------------------------------------------------------- production defaults hold no test knobs
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_production_defaults_do_not_mention_molecule(role):
+    for path in (
+        REPO / "roles" / role / "defaults" / "main.yml",
+        REPO / "roles" / role / "meta" / "argument_specs.yml",
+    ):
+        assert "molecule" not in path.read_text(encoding="utf-8").lower(), (
+            f"{path}: a production default names no test harness; set test values in the molecule inventory"
+        )
+
+
+def test_the_labs_container_knobs_are_role_options():
+    from gpufabric import lab_files
+
+    for role, variable, value, _why in lab_files.CONTAINER_KNOBS:
+        spec = options(role).get(variable)
+        assert spec is not None, f"lab_files.CONTAINER_KNOBS sets {variable}, which {role} does not have"
+        assert spec.get("default") != value, f"{variable}: the lab's value must differ from the production default"

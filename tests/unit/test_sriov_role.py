@@ -88,7 +88,7 @@ def with_vf(facts: dict[str, Any]) -> dict[str, Any]:
 def test_defaults_follow_the_interface():
     values = defaults()
     assert values["sriov_profile"] == PROFILE
-    assert values["sriov_mode"] == "apply"
+    assert "sriov_mode" not in values  # verify is the entry point tasks_from: verify, not a mode
     assert values["sriov_num_vfs"] is None
     assert values["sriov_address_scheme"] == "derived"
     assert values["sriov_firmware"] is False
@@ -194,7 +194,10 @@ def test_explicit_vfs_by_pf_name(facts):
         ),
         ({"trust": True}, "sriov_trust True applies to Ethernet VFs only and the profile's NICs are InfiniBand"),
         ({"vlan": 5}, "sriov_vlan 5 applies to Ethernet VFs only"),
-        ({"mode": "verify", "bake": True}, "sriov_mode verify reads the live host and cannot run with sriov_bake"),
+        (
+            {"verify": True, "bake": True},
+            "sriov's verify entry point (tasks_from: verify) reads the live host and cannot run with sriov_bake",
+        ),
         ({"timeout": 0}, "sriov_timeout 0 is not a number of seconds"),
         ({"vfs": {"ibp99s0": [{"index": 0}]}}, "sriov_vfs names 'ibp99s0', which is not one of the physical functions"),
         ({"vfs": {"ibp23s0": [{"index": 0, "gid": "x"}]}}, "sriov_vfs['ibp23s0'] has unknown key(s) gid"),
