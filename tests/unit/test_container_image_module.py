@@ -68,6 +68,7 @@ def test_check_pull_idempotent(store, ansible_env):
     calls(store)
 
     checked = ansible(ansible_env, store, args, "--check", "--diff")
+    assert "failed" not in checked
     assert (checked["changed"], checked["present"], checked["pulled"]) == (True, [RXDM], [PLUGIN])
     assert checked["diff"] == {
         "before": f"{RXDM}: present\n{PLUGIN}: absent\n",
@@ -91,6 +92,7 @@ def test_check_pull_idempotent(store, ansible_env):
 def test_a_runtime_not_installed_yet_is_an_empty_store_in_check_mode_only(store, ansible_env):
     args = {"references": [RXDM], "runtime": "no-such-runtime"}
     checked = ansible(ansible_env, store, args, "--check")
+    assert "failed" not in checked
     assert (checked["changed"], checked["present"], checked["pulled"]) == (True, [], [RXDM])
 
     applied = ansible(ansible_env, store, args)
