@@ -108,3 +108,21 @@ def test_an_installer_that_leaves_a_file_out_writes_no_stamp(host, ansible_env):
         "written, so the next run runs it again."
     )
     assert not (host / "stamp").exists()
+
+
+def test_without_a_stamp_the_created_paths_alone_decide(host, ansible_env):
+    task_args = {key: value for key, value in args(host).items() if key not in ("stamp_file", "stamp")}
+    checked = ansible(ansible_env, task_args, "--check", "--diff")
+    assert (checked["changed"], checked["reason"]) == (True, f"{host}/lib/a.so, {host}/lib/b.so missing")
+    assert checked["diff"]["before"] == f"{host}/lib/a.so: absent\n{host}/lib/b.so: absent\n"
+    assert ansible(ansible_env, task_args)["changed"] is True
+    assert ansible(ansible_env, task_args)["changed"] is False
+    assert len(runs(host)) == 1 and not (host / "stamp").exists()
+
+    failed = ansible(ansible_env, {**task_args, "argv": [*task_args["argv"], "--fail"], "creates": [str(host / "c")]})
+    assert failed["msg"] == (
+        f"`{host}/install.sh --write a.so b.so --fail (in {host}/lib)` exited with rc 3. "
+        "Last lines: unpacking | error: no space left"
+    )
+    neither = ansible(ansible_env, {"argv": ["true"]})
+    assert neither["msg"] == "give stamp_file and stamp, or creates: without either nothing tells whether it ran"
