@@ -246,6 +246,13 @@ def test_requirements_pin_the_versions_of_the_pinned_ansible_package():
         assert entry["version"] == shipped_collection_version(fqcn), fqcn
 
 
+def test_galaxy_dependencies_are_the_requirements_at_their_pins():
+    # Installing the built collection brings the same collections, at least at the tested releases.
+    dependencies = yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"]
+    pinned = {fqcn: entry["version"] for fqcn, entry in requirements().items() if fqcn != "gpufabric.cluster"}
+    assert dependencies == {fqcn: f">={version}" for fqcn, version in pinned.items()}
+
+
 def galaxy_install_self(cwd: Path, tmp_path: Path, ansible_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Install only requirements.yml's gpufabric.cluster entry the way ansible-galaxy reads it, from cwd.
 
