@@ -33,7 +33,8 @@ def defaults() -> dict:
 
 def settings(**overrides: object) -> dict:
     """The role's defaults without the prefix, as plan.yml passes them."""
-    values = {key[len(PREFIX) :]: value for key, value in defaults().items()}
+    # plan.yml passes the plan's profile with the role's own settings.
+    values = {"profile": "gcp/a3-ultragpu-8g", **{key[len(PREFIX) :]: value for key, value in defaults().items()}}
     values.update(overrides)
     return values
 

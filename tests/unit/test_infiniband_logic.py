@@ -462,9 +462,9 @@ def test_defaults_pretend_no_versions_and_no_partition():
     assert defaults["infiniband_ipoib"] is False
     assert defaults["infiniband_pkey"] == ""
     assert defaults["infiniband_pkey_membership"] == "full"
-    assert catalog.get(defaults["infiniband_profile"])["fabric"] == "infiniband"
+    assert "infiniband_profile" not in defaults, "the profile comes from gpufabric_plan"
     assert (
-        plan_for(defaults["infiniband_profile"], **{k.removeprefix("infiniband_"): v for k, v in defaults.items()})[
+        plan_for(NEBIUS, **{k.removeprefix("infiniband_"): v for k, v in defaults.items()})[
             "errors"
         ]
         == []

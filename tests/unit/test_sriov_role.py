@@ -87,7 +87,7 @@ def with_vf(facts: dict[str, Any]) -> dict[str, Any]:
 
 def test_defaults_follow_the_interface():
     values = defaults()
-    assert values["sriov_profile"] == PROFILE
+    assert "sriov_profile" not in values, "the profile comes from gpufabric_plan"
     assert values["sriov_mode"] == "apply"
     assert values["sriov_num_vfs"] is None
     assert values["sriov_address_scheme"] == "derived"
