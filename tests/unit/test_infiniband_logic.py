@@ -104,12 +104,12 @@ def test_plan_of_a_nebius_host():
 def test_plan_names_an_unknown_profile_and_a_foreign_fabric():
     unknown = ib.plan({"profile": "unknown"}, {"profile": "nebius/gpu-h999"})
     assert unknown["errors"] == [
-        "infiniband_profile 'nebius/gpu-h999' is not in the fabric catalog; "
+        "profile 'nebius/gpu-h999' is not in the fabric catalog; "
         "`gpufabric catalog list` shows the accepted names"
     ]
     efa = plan_for("aws/p5.48xlarge")
     assert efa["errors"][0].startswith(
-        "infiniband_profile 'aws/p5.48xlarge' is a efa profile; this role serves fabric infiniband"
+        "profile 'aws/p5.48xlarge' is a efa profile; this role serves fabric infiniband"
     )
 
 
