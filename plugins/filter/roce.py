@@ -25,7 +25,8 @@ options:
 EXAMPLES = r"""
 - name: Plan the RoCE QoS
   ansible.builtin.set_fact:
-    roce__plan: "{{ {'catalog': gpufabric_plan, 'trust': 'dscp', 'pfc_priorities': [3]} | gpufabric.cluster.roce_plan }}"
+    roce__plan: >-
+      {{ {'catalog': gpufabric_plan, 'trust': 'dscp', 'pfc_priorities': [3]} | gpufabric.cluster.roce_plan }}
 """
 
 RETURN = r"""

@@ -300,9 +300,7 @@ def test_inputs_nccl_could_not_use_are_refused(overrides, expected):
 
 def test_profiles_of_other_fabrics_and_unknown_profiles_are_refused():
     mega = plan(profile="gcp/a3-megagpu-8g")["errors"]
-    assert mega[0].startswith(
-        "profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'; this role serves only fabric 'tcpx'"
-    )
+    assert mega[0].startswith("profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'; this role serves only fabric 'tcpx'")
     unknown = plan(profile="gcp/a9-nonexistent")["errors"]
     assert unknown[0].startswith("profile 'gcp/a9-nonexistent' is not in the fabric catalog")
 
