@@ -174,21 +174,19 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any], hardware: dict[str, 
         "errors": errors,
     }
     if catalog.get("profile") in (None, "unknown"):
-        errors.append(
-            f"sriov_profile {profile!r} is not in the catalog; accepted: a profile of `gpufabric catalog list`"
-        )
+        errors.append(f"profile {profile!r} is not in the catalog; accepted: a profile of `gpufabric catalog list`")
         return result
     layout = catalog.get("sriov")
     gpu = (catalog.get("nics") or {}).get("gpu") or {}
     if not layout:
         errors.append(
-            f"sriov_profile {profile!r} declares no virtual functions (no sriov: section, or its best tier does not "
+            f"profile {profile!r} declares no virtual functions (no sriov: section, or its best tier does not "
             f"run the sriov role); accepted: a profile with sriov: {{vfs_per_nic: N}} such as {EXAMPLE_PROFILE}"
         )
         return result
     if gpu.get("kind") not in NIC_KINDS:
         errors.append(
-            f"sriov_profile {profile!r} has GPU NICs of kind {gpu.get('kind')!r}; accepted: {', '.join(NIC_KINDS)} "
+            f"profile {profile!r} has GPU NICs of kind {gpu.get('kind')!r}; accepted: {', '.join(NIC_KINDS)} "
             "(ConnectX physical functions)"
         )
         return result

@@ -26,9 +26,11 @@ grammar, checked here at load time, before any role templates them.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -774,6 +776,41 @@ class _Loader:
             raise CatalogError(self._source(flat, key, fallback), f"profiles.{name}.{key}", reason)
 
 
+def _memoized(load: Callable[..., Catalog]) -> Callable[..., Catalog]:
+    """Keep the catalogs loaded in this process, keyed by their files' paths, mtimes and sizes.
+
+    A playbook run asks for the catalog once per host and role, and parsing and validating it is
+    the controller's largest cost there. A file that changed (or appeared, or went) reads again; a
+    file that cannot be read is never cached, so its error comes from the loader every time. Each
+    caller gets its own copy, so one that changes a profile cannot change another's.
+    """
+    cache: dict[tuple[Any, ...], Catalog] = {}
+
+    @functools.wraps(load)
+    def cached(override_files: list[Path] | None = None, builtin_dir: Path = BUILTIN_CATALOG_DIR) -> Catalog:
+        global catalog_parses
+        try:
+            files = [*sorted(Path(builtin_dir).glob("*.yml")), *(Path(f) for f in override_files or [])]
+            stats = [(str(f), f.stat()) for f in files]
+            key = (str(builtin_dir), *((name, stat.st_mtime_ns, stat.st_size) for name, stat in stats))
+        except OSError:
+            key = None
+        if key is None or key not in cache:
+            catalog_parses += 1
+            catalog = load(override_files, builtin_dir)
+            if key is None:
+                return catalog
+            cache[key] = catalog
+        return copy.deepcopy(cache[key])
+
+    return cached
+
+
+# Catalogs parsed by this process (the cache's misses): the tests and bench/controller_cpu.py read it.
+catalog_parses = 0
+
+
+@_memoized
 def load_catalog(
     override_files: list[Path] | None = None,
     builtin_dir: Path = BUILTIN_CATALOG_DIR,

@@ -156,12 +156,12 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
     profile = str(settings.get("profile") or "")
     if catalog.get("profile") == "unknown":
         errors.append(
-            f"gcp_gpudirect_rdma_profile {profile!r} is not in the fabric catalog; accepted: a profile whose "
+            f"profile {profile!r} is not in the fabric catalog; accepted: a profile whose "
             f"fabric is {FABRIC} ({', '.join(BUILTIN_PROFILES)} in the built-in catalog)"
         )
     elif catalog.get("fabric") != FABRIC:
         errors.append(
-            f"gcp_gpudirect_rdma_profile {profile!r} has fabric {catalog.get('fabric')!r}; this role serves "
+            f"profile {profile!r} has fabric {catalog.get('fabric')!r}; this role serves "
             f"{FABRIC} only, accepted: {', '.join(BUILTIN_PROFILES)} (gIB's NCCL_NET=gIB breaks NCCL elsewhere)"
         )
     error = os_error(

@@ -166,12 +166,10 @@ def _profile_errors(fabric_plan: dict[str, Any], settings: dict[str, Any]) -> li
     profile = fabric_plan.get("profile", "unknown")
     name = settings.get("profile")
     if profile == "unknown":
-        return [
-            f"gcp_tcpx_profile {name!r} is not in the fabric catalog; `gpufabric catalog list` shows the accepted names"
-        ]
+        return [f"profile {name!r} is not in the fabric catalog; `gpufabric catalog list` shows the accepted names"]
     if fabric_plan.get("fabric") != FABRIC:
         return [
-            f"gcp_tcpx_profile {name!r} has fabric {fabric_plan.get('fabric')!r}; this role serves only fabric "
+            f"profile {name!r} has fabric {fabric_plan.get('fabric')!r}; this role serves only fabric "
             "'tcpx' profiles (gcp/a3-highgpu-8g, gcp/a3-edgegpu-8g in the built-in catalog)"
         ]
     return []

@@ -256,15 +256,14 @@ def plan(facts: dict[str, Any], settings: dict[str, Any], catalog: dict[str, Any
     requested = str(settings.get("profile", profile))
     if profile == "unknown":
         errors.append(
-            f"gcp_tcpxo_profile {requested!r} is not in the fabric catalog; accepted: a profile of fabric tcpxo "
+            f"profile {requested!r} is not in the fabric catalog; accepted: a profile of fabric tcpxo "
             "such as gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
         )
         return {"errors": errors, "warnings": warnings, "profile": profile}
     fabric = catalog.get("fabric")
     if fabric != FABRIC:
         errors.append(
-            f"gcp_tcpxo_profile {profile!r} has fabric {fabric!r}; gcp_tcpxo serves fabric {FABRIC!r} "
-            "(gcp/a3-megagpu-8g)"
+            f"profile {profile!r} has fabric {fabric!r}; gcp_tcpxo serves fabric {FABRIC!r} (gcp/a3-megagpu-8g)"
         )
     os_settings = distro(facts)
     if os_settings["error"]:

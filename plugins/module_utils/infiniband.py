@@ -103,12 +103,12 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     fabric = str(catalog.get("fabric") or "unknown")
     if profile == "unknown":
         errors.append(
-            f"infiniband_profile {settings.get('profile')!r} is not in the fabric catalog; "
+            f"profile {settings.get('profile')!r} is not in the fabric catalog; "
             "`gpufabric catalog list` shows the accepted names"
         )
     elif fabric != FABRIC:
         errors.append(
-            f"infiniband_profile {profile!r} is a {fabric} profile; this role serves fabric {FABRIC} "
+            f"profile {profile!r} is a {fabric} profile; this role serves fabric {FABRIC} "
             f"(Nebius gpu-*-sxm, Azure ND v5, baremetal/hgx-*-ib-*); use the {fabric} fabric's role"
         )
     gpu = (catalog.get("nics") or {}).get("gpu") or {}

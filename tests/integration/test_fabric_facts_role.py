@@ -20,9 +20,10 @@ PLAY = """
 - name: Hold the host to its profile
   hosts: all
   gather_facts: false
+  vars:
+    gpufabric_profile: {profile}
   roles:
     - role: gpufabric.cluster.fabric_facts
-      fabric_facts_profile: {profile}
       fabric_facts_root: {root}
       fabric_facts_fail_on: {fail_on}
 """

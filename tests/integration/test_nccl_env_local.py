@@ -44,10 +44,11 @@ def role_play(tmp_path: Path, profile: str, tier: str = "best", extra: str = "{}
 - name: Apply nccl_env
   hosts: all
   gather_facts: false
+  vars:
+    gpufabric_profile: {profile}
+    gpufabric_tier: {tier}
   roles:
     - role: gpufabric.cluster.nccl_env
-      nccl_env_profile: {profile}
-      nccl_env_tier: {tier}
       nccl_env_extra: {extra}
       nccl_env_conf_path: {tmp_path}/nccl.conf
       nccl_env_script_path: {tmp_path}/fabric-env.sh
@@ -118,7 +119,8 @@ def test_profile_change_and_site_overrides(tmp_path, ansible_env):
 def test_role_rejects_unknown_profile_and_tier(tmp_path, ansible_env):
     result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a9-hyper"))
     assert recap(result)["failed"] == 1
-    assert "nccl_env_profile 'gcp/a9-hyper' is not in the fabric catalog" in result.stdout
+    refusal = "has no fabric plan: profile 'gcp/a9-hyper' from host var gpufabric_profile is not in the catalog"
+    assert refusal in result.stdout
     result = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-megagpu-8g", tier="gold"))
     assert recap(result)["failed"] == 1
     assert "gold" in result.stdout and "best" in result.stdout

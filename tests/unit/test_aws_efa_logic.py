@@ -124,8 +124,9 @@ def test_published_checksums_are_sha256_and_bundle_the_plugin():
         assert efa.at_least(version, efa.PLUGIN_SINCE_DEFAULT), version
 
 
-def test_default_profile_is_an_efa_profile_and_mpi_default_matches_the_catalog_path():
-    assert DEFAULTS["aws_efa_profile"] == "aws/p5.48xlarge"
+def test_no_default_profile_and_mpi_default_matches_the_catalog_path():
+    # The profile comes from gpufabric_plan (the plan role), never from a default of the role.
+    assert "aws_efa_profile" not in DEFAULTS
     assert DEFAULTS["aws_efa_mpi"] == ["openmpi4"]
     assert efa.CATALOG_DIRS[efa.OPENMPI4_DIR][0] == "openmpi4"
     mpi_spec = ARGSPEC["argument_specs"]["main"]["options"]["aws_efa_mpi"]

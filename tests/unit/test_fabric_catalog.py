@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -619,3 +620,29 @@ def test_a_lab_subset_of_the_fabric_roles_loads(tmp_path):
         override = tmp_path / "lab.yml"
         override.write_text(yaml.safe_dump(lab_files.catalog_override(name, builtin.get(name))), encoding="utf-8")
         fabric_catalog.load_catalog([override])
+
+
+def test_a_second_load_reuses_the_parsed_catalog_until_a_file_changes(tmp_path):
+    text = "profiles:\n  gcp/a3-megagpu-8g:\n    tiers:\n      best:\n        env:\n          X_A: '1'\n"
+    override = write(tmp_path, text)
+    first = fabric_catalog.load_catalog([override])
+    parses = fabric_catalog.catalog_parses
+    again = fabric_catalog.load_catalog([override])
+    assert fabric_catalog.catalog_parses == parses, "an unchanged catalog must not be parsed again"
+    assert again.profiles == first.profiles and again is not first
+    again.profiles["gcp/a3-megagpu-8g"]["fabric"] = "changed by a caller"
+    assert fabric_catalog.load_catalog([override]).get("gcp/a3-megagpu-8g")["fabric"] == "tcpxo"
+
+    # Same size, new mtime: the file is read again and its new value is what the catalog says.
+    override.write_text(override.read_text(encoding="utf-8").replace("'1'", "'2'"), encoding="utf-8")
+    stat = override.stat()
+    os.utime(override, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    changed = fabric_catalog.load_catalog([override])
+    assert fabric_catalog.catalog_parses == parses + 1
+    assert changed.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]["X_A"] == "2"
+
+
+def test_a_missing_override_is_refused_on_every_load(tmp_path):
+    for _ in range(2):
+        with pytest.raises(CatalogError, match=r"missing\.yml"):
+            fabric_catalog.load_catalog([tmp_path / "missing.yml"])

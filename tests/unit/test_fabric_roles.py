@@ -22,8 +22,10 @@ FABRIC_ROLE = {
     "efa": "aws_efa",
     "roce": "roce",
 }
-# What every fabric role takes from site.yml, so one playbook drives all of them the same way.
-SITE_INPUTS = ("profile", "catalog_files", "bake", "hw_root", "hardware_check")
+# What every fabric role takes from site.yml, so one playbook drives all of them the same way. The catalog's data
+# (profile, tier, env, NICs) is not among them: it comes in gpufabric_plan, resolved once per host.
+SITE_INPUTS = ("bake", "hw_root", "hardware_check")
+ROLES = sorted(path.parent.parent.name for path in (REPO / "roles").glob("*/tasks/main.yml"))
 CATALOG = fabric_catalog.load_catalog()
 PROFILES = sorted(CATALOG.profiles)
 
@@ -57,9 +59,27 @@ def test_virtual_functions_are_carved_after_the_fabric_is_up_and_before_the_envi
 @pytest.mark.parametrize("role", [*sorted(FABRIC_ROLE.values()), "sriov", "nccl_tests"])
 def test_site_playbook_passes_the_fabric_inputs(role):
     site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
-    (include,) = [task for task in site[0]["tasks"] if task.get("ansible.builtin.include_role")]
+    (include,) = [task for task in site[0]["tasks"] if task.get("ansible.builtin.include_role") and "loop" in task]
     options = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
     options = options["argument_specs"]["main"]["options"]
     for name in SITE_INPUTS:
         assert f"{role}_{name}" in include["vars"], f"site.yml does not pass {role}_{name}"
         assert f"{role}_{name}" in options, f"{role} does not declare {role}_{name}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_role_resolves_the_catalog_itself_or_defaults_a_profile(role):
+    """gpufabric_plan is the contract: only the plan role runs the lookup, and no role has a profile of its own."""
+    tasks = "".join(path.read_text(encoding="utf-8") for path in (REPO / "roles" / role / "tasks").glob("*.yml"))
+    assert ("gpufabric.cluster.fabric_plan" in tasks) == (role == "plan")
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8")) or {}
+    for name in ("profile", "catalog_files", "tier"):
+        assert f"{role}_{name}" not in defaults, f"{role}_{name}: the plan (gpufabric_plan) carries it"
+    if "gpufabric_plan" in tasks and role != "plan":
+        assert "name: gpufabric.cluster.plan" in tasks, f"{role} reads gpufabric_plan but never resolves it"
+
+
+def test_site_playbook_resolves_the_plan_with_the_plan_role():
+    site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
+    (resolve,) = [task for task in site[0]["tasks"] if "plan" in task["name"] and "Resolve" in task["name"]]
+    assert resolve["ansible.builtin.include_role"]["name"] == "gpufabric.cluster.plan"

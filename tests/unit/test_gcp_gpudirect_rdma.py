@@ -33,7 +33,8 @@ def defaults() -> dict:
 
 def settings(**overrides: object) -> dict:
     """The role's defaults without the prefix, as plan.yml passes them."""
-    values = {key[len(PREFIX) :]: value for key, value in defaults().items()}
+    # plan.yml passes the plan's profile with the role's own settings.
+    values = {"profile": "gcp/a3-ultragpu-8g", **{key[len(PREFIX) :]: value for key, value in defaults().items()}}
     values.update(overrides)
     return values
 
@@ -193,9 +194,9 @@ def test_files_come_from_the_profile_environment(profile, tuner):
 @pytest.mark.parametrize(
     ("profile", "message"),
     [
-        ("gcp/a3-megagpu-8g", "gcp_gpudirect_rdma_profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'"),
-        ("gcp/a3-highgpu-8g", "gcp_gpudirect_rdma_profile 'gcp/a3-highgpu-8g' has fabric 'tcpx'"),
-        ("gcp/nope", "gcp_gpudirect_rdma_profile 'gcp/nope' is not in the fabric catalog"),
+        ("gcp/a3-megagpu-8g", "profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'"),
+        ("gcp/a3-highgpu-8g", "profile 'gcp/a3-highgpu-8g' has fabric 'tcpx'"),
+        ("gcp/nope", "profile 'gcp/nope' is not in the fabric catalog"),
     ],
 )
 def test_profiles_of_other_fabrics_are_refused(profile, message):

@@ -52,7 +52,7 @@ def test_defaults_name_googles_current_image_pair_and_pin_no_digest():
     # No public source pins a digest: the defaults must not pretend one.
     assert DEFAULTS["gcp_tcpx_rxdm_digest"] == "" and DEFAULTS["gcp_tcpx_plugin_digest"] == ""
     assert DEFAULTS["gcp_tcpx_sysctls"] == {"net.core.optmem_max": 131072}
-    assert DEFAULTS["gcp_tcpx_profile"] == "gcp/a3-highgpu-8g"
+    assert "gcp_tcpx_profile" not in DEFAULTS, "the profile comes from gpufabric_plan"
 
 
 def test_defaults_alone_are_refused_naming_both_digests_and_how_to_read_them():
@@ -309,11 +309,9 @@ def test_extra_firewall_interfaces_are_added_to_the_gpu_nics_once():
 
 def test_profiles_of_other_fabrics_and_unknown_profiles_are_refused():
     mega = plan(profile="gcp/a3-megagpu-8g")["errors"]
-    assert mega[0].startswith(
-        "gcp_tcpx_profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'; this role serves only fabric 'tcpx'"
-    )
+    assert mega[0].startswith("profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'; this role serves only fabric 'tcpx'")
     unknown = plan(profile="gcp/a9-nonexistent")["errors"]
-    assert unknown[0].startswith("gcp_tcpx_profile 'gcp/a9-nonexistent' is not in the fabric catalog")
+    assert unknown[0].startswith("profile 'gcp/a9-nonexistent' is not in the fabric catalog")
 
 
 def test_a3_edge_is_served_like_a3_high():
@@ -336,7 +334,8 @@ def test_the_filter_plugin_returns_the_plan():
 def render(name: str, result: dict, **variables) -> str:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(ROLE / "templates"), keep_trailing_newline=True)
     role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
-    context = {**DEFAULTS, **role_vars, "gcp_tcpx__plan": result, **variables}
+    plan = {"profile": "gcp/a3-highgpu-8g"}
+    context = {**DEFAULTS, **role_vars, "gpufabric_plan": plan, "gcp_tcpx__plan": result, **variables}
     return environment.get_template(name).render(context)
 
 

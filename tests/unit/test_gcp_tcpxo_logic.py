@@ -137,7 +137,7 @@ def test_unsupported_hosts_are_refused(facts, message):
 def test_unknown_profile_and_other_fabrics_are_refused():
     unknown = tcpxo.plan(DEBIAN12, {**SETTINGS, "profile": "gcp/a9"}, {"profile": "unknown"})
     assert unknown["errors"] == [
-        "gcp_tcpxo_profile 'gcp/a9' is not in the fabric catalog; accepted: a profile of fabric tcpxo such as "
+        "profile 'gcp/a9' is not in the fabric catalog; accepted: a profile of fabric tcpxo such as "
         "gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
     ]
     other = tcpxo.plan(DEBIAN12, SETTINGS, catalog_plan("gcp/a3-highgpu-8g"))

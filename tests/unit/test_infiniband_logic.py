@@ -104,13 +104,10 @@ def test_plan_of_a_nebius_host():
 def test_plan_names_an_unknown_profile_and_a_foreign_fabric():
     unknown = ib.plan({"profile": "unknown"}, {"profile": "nebius/gpu-h999"})
     assert unknown["errors"] == [
-        "infiniband_profile 'nebius/gpu-h999' is not in the fabric catalog; "
-        "`gpufabric catalog list` shows the accepted names"
+        "profile 'nebius/gpu-h999' is not in the fabric catalog; `gpufabric catalog list` shows the accepted names"
     ]
     efa = plan_for("aws/p5.48xlarge")
-    assert efa["errors"][0].startswith(
-        "infiniband_profile 'aws/p5.48xlarge' is a efa profile; this role serves fabric infiniband"
-    )
+    assert efa["errors"][0].startswith("profile 'aws/p5.48xlarge' is a efa profile; this role serves fabric infiniband")
 
 
 def test_plan_refuses_bad_input_each_with_its_variable():
@@ -463,13 +460,8 @@ def test_defaults_pretend_no_versions_and_no_partition():
     assert defaults["infiniband_ipoib"] is False
     assert defaults["infiniband_pkey"] == ""
     assert defaults["infiniband_pkey_membership"] == "full"
-    assert catalog.get(defaults["infiniband_profile"])["fabric"] == "infiniband"
-    assert (
-        plan_for(defaults["infiniband_profile"], **{k.removeprefix("infiniband_"): v for k, v in defaults.items()})[
-            "errors"
-        ]
-        == []
-    )
+    assert "infiniband_profile" not in defaults, "the profile comes from gpufabric_plan"
+    assert plan_for(NEBIUS, **{k.removeprefix("infiniband_"): v for k, v in defaults.items()})["errors"] == []
     readme = (ROLE / "README.md").read_text(encoding="utf-8")
     assert "infiniband_sharp_packages" in readme and "no default" in readme
 

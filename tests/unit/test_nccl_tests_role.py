@@ -26,6 +26,8 @@ ARGSPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text(encodi
 OPTIONS = ARGSPEC["argument_specs"]["main"]["options"]
 README = (ROLE / "README.md").read_text(encoding="utf-8")
 VERIFY = yaml.safe_load((REPO / "playbooks" / "verify.yml").read_text(encoding="utf-8"))
+# A profile with bandwidth thresholds; the role takes its profile from gpufabric_plan.
+PROFILE = "baremetal/hgx-h100-ib-ndr"
 
 
 def test_default_version_and_checksum_are_the_published_pin_and_documented():
@@ -58,9 +60,10 @@ def _install_inputs():
     }
 
 
-def test_default_profile_is_in_the_catalog_with_thresholds():
-    profile = catalog.get(DEFAULTS["nccl_tests_profile"])
-    assert profile and profile["bandwidth"]["thresholds"]
+def test_the_role_has_no_profile_or_tier_of_its_own():
+    # The profile and tier come from gpufabric_plan (the plan role), never from a default of the role.
+    assert not {"nccl_tests_profile", "nccl_tests_tier", "nccl_tests_catalog_files"} & set(DEFAULTS)
+    assert catalog.get(PROFILE)["bandwidth"]["thresholds"]
 
 
 def test_choices_in_the_argspec_are_the_ones_the_logic_accepts():
@@ -89,20 +92,23 @@ def test_default_sizes_parse_and_defaults_make_a_valid_run():
             "max_bytes": DEFAULTS["nccl_tests_max_bytes"],
             "hosts": ["a"],
             "bin_dir": "/opt/nccl-tests/2.17.6/build",
-            "bandwidth": catalog.get(DEFAULTS["nccl_tests_profile"])["bandwidth"],
-            "tier": DEFAULTS["nccl_tests_tier"],
+            "bandwidth": catalog.get(PROFILE)["bandwidth"],
+            "tier": "best",
         }
     )
     assert plan["error"] == ""
 
 
-VERIFY_INPUTS = ("profile", "tier", "catalog_files", "bake", "hw_root", "hardware_check", "run", "collectives", "nodes")
+# The profile, tier and catalog files reach the role in gpufabric_plan, which verify.yml resolves first.
+VERIFY_INPUTS = ("bake", "hw_root", "hardware_check", "run", "collectives", "nodes")
 
 
 def test_verify_playbook_runs_the_role_with_the_plan():
     (play,) = VERIFY
     assert play["hosts"] == "{{ gpufabric_verify_hosts | default('all') }}"
-    (include,) = [task for task in play["tasks"] if "ansible.builtin.include_role" in task]
+    resolve, include = [task for task in play["tasks"] if "ansible.builtin.include_role" in task]
+    assert resolve["ansible.builtin.include_role"]["name"] == "gpufabric.cluster.plan"
+    assert resolve["vars"]["gpufabric_tier"] == "{{ gpufabric__verify_tier }}"
     assert include["ansible.builtin.include_role"]["name"] == "gpufabric.cluster.nccl_tests"
     for name in VERIFY_INPUTS:
         assert f"nccl_tests_{name}" in include["vars"], f"verify.yml does not pass nccl_tests_{name}"

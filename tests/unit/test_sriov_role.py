@@ -87,7 +87,7 @@ def with_vf(facts: dict[str, Any]) -> dict[str, Any]:
 
 def test_defaults_follow_the_interface():
     values = defaults()
-    assert values["sriov_profile"] == PROFILE
+    assert "sriov_profile" not in values, "the profile comes from gpufabric_plan"
     assert "sriov_mode" not in values  # verify is the entry point tasks_from: verify, not a mode
     assert values["sriov_num_vfs"] is None
     assert values["sriov_address_scheme"] == "derived"
@@ -215,13 +215,13 @@ def test_profile_without_sriov_is_refused(facts):
         catalog_plan("baremetal/hgx-h100-ib-ndr"), settings(profile="baremetal/hgx-h100-ib-ndr"), facts
     )
     (error,) = plan["errors"]
-    assert error.startswith("sriov_profile 'baremetal/hgx-h100-ib-ndr' declares no virtual functions")
+    assert error.startswith("profile 'baremetal/hgx-h100-ib-ndr' declares no virtual functions")
 
 
 def test_unknown_profile_is_refused(facts):
     plan = role_filter.plan(catalog_plan("nowhere/none"), settings(profile="nowhere/none"), facts)
     assert plan["errors"] == [
-        "sriov_profile 'nowhere/none' is not in the catalog; accepted: a profile of `gpufabric catalog list`"
+        "profile 'nowhere/none' is not in the catalog; accepted: a profile of `gpufabric catalog list`"
     ]
 
 
