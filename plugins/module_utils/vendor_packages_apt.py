@@ -88,8 +88,12 @@ def parse_exact_dependencies(stdout: str) -> dict[str, str]:
     """Depends/Pre-Depends pinned with (= version) in apt-cache show output -> name -> 'name=version'."""
     found: dict[str, str] = {}
     for line in re.findall(r"(?m)^(?:Pre-)?Depends: (.*)$", stdout):
-        for name, version in EXACT_DEPENDENCY.findall(line):
-            found.setdefault(name, f"{name}={version}")
+        for entry in line.split(","):
+            # An alternative ("a (= 1) | b (= 1)") is apt's to choose: naming one would install it beside the
+            # other (nvidia-driver accepts the proprietary or the open kernel module).
+            match = None if "|" in entry else EXACT_DEPENDENCY.search(entry)
+            if match:
+                found.setdefault(match.group(1), f"{match.group(1)}={match.group(2)}")
     return found
 
 

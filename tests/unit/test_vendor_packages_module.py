@@ -284,6 +284,18 @@ def test_pending_reads_package_facts_of_both_families():
     assert vp.pending(packages, installed) == ["perftest", "rdma-core", "libibverbs"]
 
 
+def test_only_mandatory_exact_dependencies_are_named():
+    shown = (
+        "Package: nvidia-driver\nPre-Depends: nvidia-installer-cleanup\n"
+        "Depends: nvidia-driver-libs (= 535.261.03-1), nvidia-kernel-dkms (= 535.261.03-1) | "
+        "nvidia-open-kernel-dkms (= 535.261.03-1), libc6:amd64 (= 2.36-9), xserver-xorg-video-nvidia (>= 535)\n"
+    )
+    assert apt.parse_exact_dependencies(shown) == {
+        "nvidia-driver-libs": "nvidia-driver-libs=535.261.03-1",
+        "libc6": "libc6=2.36-9",
+    }
+
+
 def test_apt_refusals_are_told_apart():
     repo = vp.Repository("r", ("https://x.example/repo/",), ("./",), (), (), "/etc/apt/keyrings/r.asc")
     assert apt.refusal((repo,), 0, "Hit:1 https://x.example/repo ./ InRelease", "") is None
