@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def main() -> None:
         try:
             (tmp / "hook").mkdir()
             (tmp / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-            hw_root = write_tree(module_utils("fabric_catalog").load_catalog().get(PROFILE), tmp / "simulated-hw")
+            hw_root = write_tree(plugin_utils("fabric_catalog").load_catalog().get(PROFILE), tmp / "simulated-hw")
             override = tmp / "catalog.yml"
             override.write_text(yaml.safe_dump({"profiles": {PROFILE: {"tiers": {"best": {"roles": ROLES}}}}}))
             inventory = write_fleet(tmp, args.hosts, override, hw_root)

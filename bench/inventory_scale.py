@@ -66,7 +66,7 @@ def offline_env(home: Path) -> dict[str, str]:
 
 def list_with_gpufabric(endpoint: str) -> None:
     """Child process: build the inventory with AwsSource; print hosts, seconds and API calls as JSON."""
-    from gpufabric.collection import module_utils, plugin_utils
+    from gpufabric.collection import plugin_utils
 
     started = time.perf_counter()
     source = plugin_utils("fleet_aws").AwsSource(
@@ -75,7 +75,7 @@ def list_with_gpufabric(endpoint: str) -> None:
     # The whole job, as `gpufabric inventory build --format json` does it: list, classify, render.
     fleet_inventory = plugin_utils("fleet_inventory")
     instances = list(source.instances())
-    catalog = module_utils("fabric_catalog").load_catalog()
+    catalog = plugin_utils("fabric_catalog").load_catalog()
     inventory, _warnings = fleet_inventory.build(instances, catalog, include_non_gpu=True, include_stopped=True)
     fleet_inventory.to_json(inventory)
     seconds = time.perf_counter() - started

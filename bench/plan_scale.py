@@ -18,14 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpufabric.collection import collections_path, module_utils
+from gpufabric.collection import collections_path, plugin_utils
 
 BIN = Path(sys.executable).parent
 
 
 def write_fleet(path: Path, hosts: int) -> None:
     """A fleet cycling through every catalog profile, plus some unknown instance types."""
-    catalog = module_utils("fabric_catalog").load_catalog()
+    catalog = plugin_utils("fabric_catalog").load_catalog()
     kinds = [catalog.get(name) for name in catalog.names()]
     lines = ["all:", "  hosts:"]
     for index, profile in zip(range(hosts), itertools.cycle([*kinds, None])):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric import simulated_sriov
-from gpufabric.collection import collections_path, module_utils
+from gpufabric.collection import collections_path, plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def gpufabric(ansible_env: dict[str, str]):
 @pytest.fixture
 def sriov_tree(tmp_path: Path) -> Iterator[Path]:
     """A SIMULATED HGX with 8 InfiniBand HCAs, its kernel watching, and an ip stand-in in tmp_path/bin."""
-    profile = module_utils("fabric_catalog").load_catalog().get("baremetal/hgx-h100-ib-ndr-sriov")
+    profile = plugin_utils("fabric_catalog").load_catalog().get("baremetal/hgx-h100-ib-ndr-sriov")
     root = write_tree(profile, tmp_path / "tree")
     stand_in = tmp_path / "bin/ip"
     stand_in.parent.mkdir()

@@ -20,7 +20,7 @@ import yaml
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import lab_podman, runs
-from gpufabric.collection import collection_root, module_utils
+from gpufabric.collection import collection_root, plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.lab_image import LAB_IMAGE, ensure_image
 
@@ -54,7 +54,7 @@ class Result:
 
 def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
     """-e KEY=VALUE (a YAML value) or -e @FILE (a YAML mapping), in order; later ones win."""
-    bounded_yaml = module_utils("bounded_yaml")
+    bounded_yaml = plugin_utils("bounded_yaml")
     merged: dict[str, Any] = {}
     for value in values or []:
         if value.startswith("@"):

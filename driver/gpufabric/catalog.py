@@ -8,18 +8,18 @@ from typing import Any
 
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
 
 def override_files(cli_files: list[Path] | None) -> list[Path]:
     """Overrides from GPUFABRIC_CATALOG first, then --catalog, so the command line wins."""
-    return [*module_utils("fabric_catalog").override_files_from_env(), *(cli_files or [])]
+    return [*plugin_utils("fabric_catalog").override_files_from_env(), *(cli_files or [])]
 
 
 def load(cli_files: list[Path] | None = None) -> Any:
     """Load and validate the catalog; a bad file becomes a UserError naming file, key and reason."""
-    catalog_module = module_utils("fabric_catalog")
+    catalog_module = plugin_utils("fabric_catalog")
     try:
         return catalog_module.load_catalog(override_files(cli_files))
     except catalog_module.CatalogError as exc:

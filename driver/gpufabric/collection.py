@@ -60,10 +60,10 @@ def _import_plugins(kind: str, name: str) -> ModuleType:
 
 
 def module_utils(name: str) -> ModuleType:
-    """Import plugins/module_utils/<name>.py of the collection (code modules may also ship to hosts)."""
+    """Import plugins/module_utils/<name>.py of the collection (code that modules may also ship to hosts)."""
     return _import_plugins("module_utils", name)
 
 
 def plugin_utils(name: str) -> ModuleType:
-    """Import plugins/plugin_utils/<name>.py of the collection (controller-only code: fleet discovery)."""
+    """Import plugins/plugin_utils/<name>.py of the collection (controller-only code: catalog, plan, discovery)."""
     return _import_plugins("plugin_utils", name)

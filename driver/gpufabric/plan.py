@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import host_vars
 
@@ -27,7 +27,7 @@ def fleet_plan(
     (a "probe" section per host), and profile-less bare metal gets a profile
     inferred from its hardware.
     """
-    planner = module_utils("fabric_plan")
+    planner = plugin_utils("fabric_plan")
     if tier is not None:
         try:
             planner.check_tier(tier, "--tier")

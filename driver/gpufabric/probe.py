@@ -18,7 +18,7 @@ from typing import Any
 
 import ansible_runner
 
-from gpufabric.collection import collections_path, module_utils
+from gpufabric.collection import collections_path, module_utils, plugin_utils
 
 FACTS_KEY = "gpufabric_hardware"
 
@@ -96,7 +96,7 @@ def has_problems(plan: dict[str, Any]) -> bool:
     would fail on it too) unless excluded on purpose."""
     for host in plan["hosts"].values():
         unmanaged = host.get("unmanaged")
-        if unmanaged and unmanaged["code"] != module_utils("fabric_plan").EXCLUDED:
+        if unmanaged and unmanaged["code"] != plugin_utils("fabric_plan").EXCLUDED:
             return True
         probe = host.get("probe")
         if probe and (not probe["reachable"] or any(f["severity"] == "error" for f in probe["findings"])):

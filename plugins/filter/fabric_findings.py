@@ -55,12 +55,12 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import (
+from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_findings import findings
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CatalogError,
     load_catalog,
     override_files_from_env,
 )
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_findings import findings
 
 
 def fabric_findings(facts, profile, catalog_files=()):

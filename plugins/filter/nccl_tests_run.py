@@ -58,15 +58,15 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import (
-    CatalogError,
-    load_catalog,
-    override_files_from_env,
-)
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import (
     install_plan,
     run_plan,
     verdict_line,
+)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
+    CatalogError,
+    load_catalog,
+    override_files_from_env,
 )
 
 WHAT = ("install", "run", "profile", "verdict")

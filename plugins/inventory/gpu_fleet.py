@@ -71,7 +71,7 @@ from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CatalogError,
     load_catalog,
     override_files_from_env,

@@ -66,12 +66,12 @@ from pathlib import Path
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import (
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CatalogError,
     load_catalog,
     override_files_from_env,
 )
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_plan import PlanError, plan_host
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import PlanError, plan_host
 
 
 class LookupModule(LookupBase):

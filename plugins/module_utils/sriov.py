@@ -413,7 +413,7 @@ def duplicate_addresses(vf_lists: list[list[dict[str, Any]]] | dict[str, list[di
 
 
 # The inventory variables that shape the VF layout. The role (filter sriov_plan), `gpufabric plan` and
-# `gpufabric k8s manifests` (module_utils/fabric_plan.py) all check them here, so none of them accepts
+# `gpufabric k8s manifests` (plugin_utils/fabric_plan.py) all check them here, so none of them accepts
 # what another refuses.
 LAYOUT_VARS = ("physical_functions", "num_vfs", "address_scheme")
 

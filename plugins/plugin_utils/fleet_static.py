@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.bounded_yaml import YAMLFileError, load_file
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_plan import PlanError, check_host_vars
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import PlanError, check_host_vars
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import RUNNING, DiscoveryError, Instance
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_inventory import SAFE_HOSTNAME
 

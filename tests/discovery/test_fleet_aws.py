@@ -18,13 +18,13 @@ import time
 import pytest
 from botocore.retries import bucket, standard
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_aws import ACCESS_KEY, ACCOUNT_ID, IMAGE_ID, SECRET_KEY, FailFirst, MotoEc2
 
 fleet_base = plugin_utils("fleet_base")
 fleet_aws = plugin_utils("fleet_aws")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
 BULK_REGION = "ap-northeast-1"  # the pagination fleet, kept out of the other tests' listings

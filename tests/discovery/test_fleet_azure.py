@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_azure import FakeAzure, FakeScaleSet, FakeVM
 
@@ -27,7 +27,7 @@ from azure.core.exceptions import ClientAuthenticationError
 
 fleet_base = plugin_utils("fleet_base")
 fleet_azure = plugin_utils("fleet_azure")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 SUBSCRIPTION = "00000000-1111-2222-3333-444444444444"
 SECRET_TOKEN = "eyJ0eXAi.SECRET-ARM-TOKEN-do-not-print"

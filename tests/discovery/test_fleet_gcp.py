@@ -20,13 +20,13 @@ from google.auth.compute_engine import _metadata
 from google.auth.credentials import AnonymousCredentials
 from google.oauth2.credentials import Credentials
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_gcp import FakeGcp, compact_policy, instance
 
 fleet_base = plugin_utils("fleet_base")
 fleet_gcp = plugin_utils("fleet_gcp")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 INSTANCES_PATH = "/compute/v1/projects/{}/aggregated/instances"
 POLICIES_PATH = "/compute/v1/projects/{}/aggregated/resourcePolicies"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import plugin_utils
 
 fleet_base = plugin_utils("fleet_base")
 fleet_inventory = plugin_utils("fleet_inventory")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
 # A tag an attacker could set: if Ansible ever templated it, the file would appear.
 EVIL = "{{ lookup('pipe', 'touch MARKER') }}"

@@ -47,7 +47,7 @@ from azure.core.credentials import AccessToken
 from google.auth.compute_engine import _metadata
 from google.auth.credentials import AnonymousCredentials
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import plugin_utils
 
 from .fake_azure import FakeAzure, FakeVM
 from .fake_gcp import FakeGcp, compact_policy
@@ -59,7 +59,7 @@ from .test_inventory_build import unwrap
 
 fleet_sources = plugin_utils("fleet_sources")
 fleet_inventory = plugin_utils("fleet_inventory")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 BIN = Path(sys.executable).parent
 EVIL = "{{ lookup('pipe', 'id') }}"

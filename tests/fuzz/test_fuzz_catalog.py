@@ -2,10 +2,10 @@
 """Catalog files, static fleet files and `bake -e` values that are not what they claim: one clear error each.
 
 The YAML-level faults (not UTF-8, binary, NUL, nested 70 deep, an alias bomb, over the size limit, a date
-or integer Python cannot build) are refused by the one bounded loader (module_utils/bounded_yaml.py)
+or integer Python cannot build) are refused by the one bounded loader (plugin_utils/bounded_yaml.py)
 before or while parsing, never by a traceback or a hang. Catalog values that would reach files on hosts
 (env keys and values, profile names, instance types, interface names) are refused at load time by the
-catalog grammar (module_utils/fabric_catalog.py). Each error line names the file, and the line or the
+catalog grammar (plugin_utils/fabric_catalog.py). Each error line names the file, and the line or the
 key path. Nothing is written: `inventory build -o` leaves its target absent.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from tests.fuzz.harness import Case, run
 
-MAX_BYTES = 4 * 1024 * 1024  # module_utils/bounded_yaml.py MAX_BYTES
+MAX_BYTES = 4 * 1024 * 1024  # plugin_utils/bounded_yaml.py MAX_BYTES
 MEGA = "profiles:\n  gcp/a3-megagpu-8g:\n"
 
 

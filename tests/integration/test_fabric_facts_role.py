@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
 PROFILE = "baremetal/hgx-h100-ib-ndr"
 

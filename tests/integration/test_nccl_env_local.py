@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
 BIN = Path(sys.executable).parent
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 
 def playbook(tmp_path: Path, ansible_env, body: str, *args: str, inventory: str | None = None):

@@ -11,10 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 
 def inventory(tmp_path: Path, hosts: dict[str, str]) -> Path:

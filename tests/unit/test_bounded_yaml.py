@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
-bounded_yaml = module_utils("bounded_yaml")
-fabric_catalog = module_utils("fabric_catalog")
+bounded_yaml = plugin_utils("bounded_yaml")
+fabric_catalog = plugin_utils("fabric_catalog")
 YAMLFileError = bounded_yaml.YAMLFileError
 
 

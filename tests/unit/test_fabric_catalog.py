@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from gpufabric import lab_files
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
-fabric_catalog = module_utils("fabric_catalog")
+fabric_catalog = plugin_utils("fabric_catalog")
 CatalogError = fabric_catalog.CatalogError
 
 REQUIRED_PROFILES = [

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 hw_facts = module_utils("hw_facts")
 fabric_findings = module_utils("fabric_findings")
 

@@ -7,10 +7,10 @@ from unittest.mock import ANY
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
-fabric_catalog = module_utils("fabric_catalog")
-fabric_plan = module_utils("fabric_plan")
+fabric_catalog = plugin_utils("fabric_catalog")
+fabric_plan = plugin_utils("fabric_plan")
 
 
 @pytest.fixture(scope="module")

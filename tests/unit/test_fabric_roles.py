@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 
-fabric_catalog = module_utils("fabric_catalog")
-fabric_plan = module_utils("fabric_plan")
+fabric_catalog = plugin_utils("fabric_catalog")
+fabric_plan = plugin_utils("fabric_plan")
 
 REPO = Path(__file__).resolve().parents[2]
 FABRIC_ROLE = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,8 +17,8 @@ ROLE = REPO / "roles" / "gcp_gpudirect_rdma"
 PREFIX = "gcp_gpudirect_rdma_"
 
 gib = module_utils("gcp_gpudirect_rdma")
-catalog = module_utils("fabric_catalog").load_catalog()
-fabric_plan = module_utils("fabric_plan")
+catalog = plugin_utils("fabric_catalog").load_catalog()
+fabric_plan = plugin_utils("fabric_plan")
 hw_facts = module_utils("hw_facts")
 
 DEBIAN12 = {"distribution": "Debian", "distribution_version": "12.8", "distribution_major_version": "12"}

@@ -12,20 +12,20 @@ import jinja2
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 tcpx = module_utils("gcp_tcpx")
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gcp_tcpx"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
-CATALOG = module_utils("fabric_catalog").load_catalog()
+CATALOG = plugin_utils("fabric_catalog").load_catalog()
 DEBIAN12 = {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12"}
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
 
 
 def fabric(profile: str = "gcp/a3-highgpu-8g") -> dict:
-    return module_utils("fabric_plan").plan_host({"gpufabric_profile": profile}, CATALOG)
+    return plugin_utils("fabric_plan").plan_host({"gpufabric_profile": profile}, CATALOG)
 
 
 def settings(**overrides) -> dict:
@@ -248,8 +248,8 @@ def test_the_a3vm_preset_refuses_profiles_whose_nics_are_not_eth1_to_eth4(tmp_pa
         "        interfaces: [enp6s0, enp12s0, enp134s0, enp140s0]\n",
         encoding="utf-8",
     )
-    catalog = module_utils("fabric_catalog").load_catalog(override_files=[site])
-    renamed = module_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-highgpu-8g"}, catalog)
+    catalog = plugin_utils("fabric_catalog").load_catalog(override_files=[site])
+    renamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-highgpu-8g"}, catalog)
     errors = tcpx.plan(DEBIAN12, renamed, settings())["errors"]
     assert len(errors) == 1 and "hard-codes the GPU NICs eth1, eth2, eth3, eth4" in errors[0]
     assert "net.ifnames=0" in errors[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gcp_tcpxo"
@@ -70,7 +70,7 @@ def test_repositories_are_googles_lines_and_nothing_is_invented():
 
 
 def test_defaults_are_refused_only_for_the_unpublished_values():
-    catalog = module_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
+    catalog = plugin_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
     plan = {
         "profile": "gcp/a3-megagpu-8g",
         "fabric": catalog["fabric"],
@@ -109,7 +109,7 @@ def test_rxdm_unit_on_ubuntu_runs_the_digest_with_every_gpu():
         "architecture": "x86_64",
         "kernel": "6.8.0-1",
     }
-    catalog = module_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
+    catalog = plugin_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
     settings = {key.removeprefix("gcp_tcpxo_"): value for key, value in DEFAULTS.items()}
     settings.update(
         import_helper_version="1.0.0-1",

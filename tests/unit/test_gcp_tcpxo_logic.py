@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 tcpxo = module_utils("gcp_tcpxo")
-catalog = module_utils("fabric_catalog")
+catalog = plugin_utils("fabric_catalog")
 
 DIGEST_A = "sha256:" + "a" * 64
 DEBIAN12 = {

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 from tests.fixtures import ansible_module
 
 hw_facts = module_utils("hw_facts")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
 KEYS = {"root", "gpus", "nvswitches", "nics", "rdma_devices", "affinity", "host", "unreadable"}
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
 ib = module_utils("infiniband")
 hw_facts = module_utils("hw_facts")
-fabric_plan = module_utils("fabric_plan")
-catalog = module_utils("fabric_catalog").load_catalog()
+fabric_plan = plugin_utils("fabric_plan")
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "infiniband"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
 hw_facts = module_utils("hw_facts")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 SCRIPT = Path(__file__).resolve().parents[2] / "roles" / "infiniband" / "files" / "gpufabric-ipoib-pkey"
 SHELLS = [shell for shell in ("dash", "bash") if shutil.which(shell)]

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from gpufabric import k8s
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
-fabric_catalog = module_utils("fabric_catalog")
-fabric_plan = module_utils("fabric_plan")
+fabric_catalog = plugin_utils("fabric_catalog")
+fabric_plan = plugin_utils("fabric_plan")
 
 SRIOV_PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"
 RAILS = [f"ibp{bus}s0" for bus in ("0c", "12", "3a", "5d", "8c", "92", "ba", "dd")]

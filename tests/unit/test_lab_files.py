@@ -9,13 +9,13 @@ import pytest
 import yaml
 
 from gpufabric import lab_files
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import host_vars
 from gpufabric.lab_files import Lab, LabHost
 
 PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 
 def a_lab(directory: Path, name: str = "gpufabric-labtest-unit", roles: list[str] | None = None) -> Lab:
@@ -52,7 +52,7 @@ def test_catalog_override_narrows_every_tier_and_the_catalog_accepts_it(tmp_path
     path = tmp_path / lab_files.CATALOG_OVERRIDE
     path.write_text(lab_files.render_catalog_override(lab, override))
     assert "#   nvidia_driver: needs a GPU" in path.read_text()
-    merged = module_utils("fabric_catalog").load_catalog([path]).get(PROFILE)
+    merged = plugin_utils("fabric_catalog").load_catalog([path]).get(PROFILE)
     assert merged["tiers"]["best"]["roles"] == lab.roles
     assert merged["tiers"]["standard"]["roles"] == ["nccl_env"]
     # Only the roles change: the environment the roles write stays the profile's.

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 nccl = module_utils("nccl_output")
 judge_module = module_utils("nccl_judge")
 judge = judge_module.judge
-CATALOG = module_utils("fabric_catalog").load_catalog()
+CATALOG = plugin_utils("fabric_catalog").load_catalog()
 NDR = CATALOG.get("baremetal/hgx-h100-ib-ndr")
 ROCE = CATALOG.get("baremetal/hgx-h100-roce-400g")
 A3MEGA = CATALOG.get("gcp/a3-megagpu-8g")

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 run = module_utils("nccl_tests_run")
 parser = module_utils("nccl_output")
 judge = module_utils("nccl_judge")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "nccl_tests"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 
 run = module_utils("nccl_tests_run")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 NDR = catalog.get("baremetal/hgx-h100-ib-ndr")
 SHA = "a" * 64
 

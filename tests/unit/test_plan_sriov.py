@@ -16,15 +16,15 @@ import yaml
 from rich.console import Console
 
 from gpufabric import k8s
-from gpufabric.collection import collections_path, module_utils
+from gpufabric.collection import collections_path, module_utils, plugin_utils
 from gpufabric.plan import render, sriov_rows
 from gpufabric.simulated_hw import write_tree
 
 sys.path.insert(0, str(collections_path()))
 role_filter = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.sriov")
-fabric_plan = module_utils("fabric_plan")
+fabric_plan = plugin_utils("fabric_plan")
 hw_facts = module_utils("hw_facts")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 LAB = "inventories/sriov-lab"
 SRIOV_PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"

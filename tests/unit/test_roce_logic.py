@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 roce = module_utils("roce")
 hw_facts = module_utils("hw_facts")
-fabric_catalog = module_utils("fabric_catalog")
-fabric_plan = module_utils("fabric_plan")
+fabric_catalog = plugin_utils("fabric_catalog")
+fabric_plan = plugin_utils("fabric_plan")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = yaml.safe_load((REPO / "roles" / "roce" / "defaults" / "main.yml").read_text(encoding="utf-8"))

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles" / "roce" / "files" / "gpufabric-roce-qos"
-CATALOG = module_utils("fabric_catalog").load_catalog()
+CATALOG = plugin_utils("fabric_catalog").load_catalog()
 OCI = CATALOG.get("oci/BM.GPU.H100.8")
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the script needs bash")

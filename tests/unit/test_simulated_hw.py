@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, management_interface, write_tree
 
 hw_facts = module_utils("hw_facts")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 RDMA_FABRICS = ("infiniband", "roce", "gpudirect_rdma")
 LINK_LAYER = {"connectx_ib": "InfiniBand", "connectx_roce": "Ethernet", "efa": "Unspecified"}

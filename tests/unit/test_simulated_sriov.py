@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from gpufabric import simulated_sriov
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import write_tree
 from gpufabric.simulated_sriov import Kernel
 from gpufabric.simulated_sriov_host import SimulatedSriovHost
 
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 SCRIPT = simulated_sriov.__file__
 IB_PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"
 PF = "0000:17:00.0"  # the first ConnectX PF of IB_PROFILE's tree; netdev ibp23s0, RDMA device mlx5_0

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from gpufabric import simulated_sriov
-from gpufabric.collection import collection_root, module_utils
+from gpufabric.collection import collection_root, module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 from gpufabric.simulated_sriov_host import SimulatedSriovHost
 
 sriov = module_utils("sriov")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 SCRIPT = collection_root() / "roles/sriov/files/gpufabric-sriov-apply"
 LIB = collection_root() / "plugins/module_utils"
 PF, NETDEV = "0000:17:00.0", "ibp23s0"

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 from gpufabric.simulated_sriov_host import SimulatedSriovHost
 
 sriov = module_utils("sriov")
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 IB_PF, IB_NETDEV = "0000:17:00.0", "ibp23s0"  # first HCA of baremetal/hgx-h100-ib-ndr-sriov, mlx5_0
 ETH_PF, ETH_NETDEV = "0000:17:00.0", "enp23s0np0"  # first NIC of baremetal/hgx-h100-roce-400g
 NUMVFS = f"/sys/bus/pci/devices/{IB_PF}/sriov_numvfs"

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.collection import collections_path, module_utils
+from gpufabric.collection import collections_path, module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 sys.path.insert(0, str(collections_path()))
 role_filter = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.sriov")
 firmware = module_utils("sriov_firmware")
 hw_facts = module_utils("hw_facts")
-fabric_plan = module_utils("fabric_plan")
-catalog = module_utils("fabric_catalog").load_catalog()
+fabric_plan = plugin_utils("fabric_plan")
+catalog = plugin_utils("fabric_catalog").load_catalog()
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sriov"

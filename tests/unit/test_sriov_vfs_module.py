@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from gpufabric import simulated_sriov
-from gpufabric.collection import module_utils
+from gpufabric.collection import plugin_utils
 from tests.fixtures import ansible_module
 
-catalog = module_utils("fabric_catalog").load_catalog()
+catalog = plugin_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
 PF, NETDEV = "0000:17:00.0", "ibp23s0"
 

@@ -17,7 +17,7 @@ turn them into their own error type (CatalogError, DiscoveryError, UserError) un
 
 libyaml's C parser is used where PyYAML has it (the scanner and parser are the slow part); composing
 and constructing stay in Python so that the limits apply. PyYAML is imported only when a document is
-loaded: module_utils must import without it.
+loaded.
 """
 
 from __future__ import annotations

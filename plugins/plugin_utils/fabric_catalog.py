@@ -4,9 +4,9 @@
 The catalog is the single source of truth shared by the Python driver and the
 Ansible side (lookup plugins, roles). This file depends on PyYAML only, so both
 can import it: the driver through the collection on disk, Ansible through
-``ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog``.
-PyYAML is imported only where a catalog file is read: it comes with ansible-core
-on the controller, where that happens, and module_utils must import without it.
+``ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog``.
+It runs only on the controller (plugin_utils: Ansible never ships it to hosts), where
+PyYAML comes with ansible-core; it is imported only where a catalog file is read.
 
 A catalog file holds ``profiles:`` (one per instance type) and ``fabrics:`` (what follows from the
 fabric: the roles in order, the standard tier, the env the fabric's NCCL plugin requires or forbids,
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.bounded_yaml import YAMLFileError, load_file
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
 CATALOG_ENV_VAR = "GPUFABRIC_CATALOG"

@@ -15,7 +15,7 @@ from typing import Any
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_catalog import CLOUDS, TIERS, Catalog
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import CLOUDS, TIERS, Catalog
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 UNKNOWN = "unknown"
