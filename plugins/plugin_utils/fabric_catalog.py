@@ -776,6 +776,10 @@ class _Loader:
             raise CatalogError(self._source(flat, key, fallback), f"profiles.{name}.{key}", reason)
 
 
+# Catalogs parsed by this process (the cache's misses): the tests and bench/controller_cpu.py read it.
+catalog_parses = 0
+
+
 def _memoized(load: Callable[..., Catalog]) -> Callable[..., Catalog]:
     """Keep the catalogs loaded in this process, keyed by their files' paths, mtimes and sizes.
 
@@ -804,10 +808,6 @@ def _memoized(load: Callable[..., Catalog]) -> Callable[..., Catalog]:
         return copy.deepcopy(cache[key])
 
     return cached
-
-
-# Catalogs parsed by this process (the cache's misses): the tests and bench/controller_cpu.py read it.
-catalog_parses = 0
 
 
 @_memoized

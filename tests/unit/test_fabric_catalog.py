@@ -643,6 +643,6 @@ def test_a_second_load_reuses_the_parsed_catalog_until_a_file_changes(tmp_path):
 
 
 def test_a_missing_override_is_refused_on_every_load(tmp_path):
-    for _ in range(2):
+    for _attempt in range(2):
         with pytest.raises(CatalogError, match=r"missing\.yml"):
             fabric_catalog.load_catalog([tmp_path / "missing.yml"])

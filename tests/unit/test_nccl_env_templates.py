@@ -36,7 +36,7 @@ AWKWARD = [
 def render(name: str, **variables: object) -> str:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True)
     environment.filters["quote"] = quote
-    return environment.get_template(name).render(nccl_env__plan=PLAN, **variables)
+    return environment.get_template(name).render(gpufabric_plan=PLAN, **variables)
 
 
 def nccl_reads(text: str) -> dict[str, str]:

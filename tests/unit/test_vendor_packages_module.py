@@ -318,6 +318,6 @@ def test_the_module_in_check_mode_through_ansible(ansible_env, repos, tmp_path):
     assert checked["files"] == ["/etc/apt/sources.list.d/gpufabric-test-double-vendor-packages.sources"]
     assert checked["installed"] == ["gpufabric-test-double-absent=1.0-1"]
     assert not Path(checked["files"][0]).exists()
-    refused = ansible_module.run(ansible_env, "vendor_packages", "-a", json.dumps({**args,
-        "packages": [{"name": "x", "version": "1 2"}]}), "--check")  # fmt: skip
+    bad_version = {**args, "packages": [{"name": "x", "version": "1 2"}]}
+    refused = ansible_module.run(ansible_env, "vendor_packages", "-a", json.dumps(bad_version), "--check")
     assert refused["failed"] and "packages: name 'x'" in refused["msg"]
