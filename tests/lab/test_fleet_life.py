@@ -71,7 +71,7 @@ TAMPERS = {
         "rdma_stack",
         "Persist the kernel modules the fabric needs",
     ),
-    "package unheld": ("apt-mark unhold rdma-core", "rdma_stack", "Hold the packages"),
+    "package unheld": ("apt-mark unhold rdma-core", "rdma_stack", "Install the pinned packages and hold them"),
     "unit disabled": ("systemctl disable gpufabric-sriov.service", "sriov", "Enable the boot unit"),
     "env key changed": (
         "sed -i 's/^NCCL_IB_HCA=.*/NCCL_IB_HCA=mlx5/' /etc/nccl.conf",
