@@ -25,6 +25,7 @@ from gpufabric.drift_report import (
     TaskError,
 )
 from gpufabric.errors import UserError
+from gpufabric.runs import event_counter
 
 # The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
 UNMANAGED_FACT = "gpufabric_unmanaged"
@@ -332,11 +333,6 @@ def _state(host: _Host, stats: Mapping[str, Any] | None) -> str:
     return "drifted" if host.drift.changes else "clean"
 
 
-def _counter(event: Mapping[str, Any]) -> int:
-    counter = event.get("counter")
-    return counter if isinstance(counter, int) else 0
-
-
 def read_artifacts(directory: Path) -> list[dict[str, Any]]:
     """The events of an ansible-runner artifacts directory (<dir>/job_events/*.json), in counter order."""
     events_dir = directory / "job_events" if (directory / "job_events").is_dir() else directory
@@ -355,5 +351,5 @@ def read_artifacts(directory: Path) -> list[dict[str, Any]]:
             events.append(event)
     if not events:
         raise UserError(f"{events_dir}: holds no job event (*.json); is it an ansible-runner artifacts directory?")
-    events.sort(key=_counter)
+    events.sort(key=event_counter)
     return events

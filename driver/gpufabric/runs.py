@@ -213,7 +213,8 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _counter(event: Mapping[str, Any]) -> int:
+def event_counter(event: Mapping[str, Any]) -> int:
+    """An event's place in its run (ansible-runner's counter; 0 when missing), to sort events by."""
     counter = event.get("counter")
     return counter if isinstance(counter, int) else 0
 
@@ -358,7 +359,7 @@ def run_playbook(
             scrub_command_file(artifacts_dir)  # a run that never reached "running" wrote it too
         rc, status = int(runner.rc if runner.rc is not None else -1), str(runner.status)
     duration = time.monotonic() - started
-    events.sort(key=_counter)
+    events.sort(key=event_counter)
     tally.over = True
     say(tally.line() + f" ({duration:.1f}s, exit {rc})")
     ansible_env = redact({key: value for key, value in env.items() if key.startswith("ANSIBLE_")})
