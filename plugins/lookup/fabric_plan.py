@@ -46,6 +46,25 @@ options:
     type: list
     elements: str
     default: []
+  unknown_hosts_profile:
+    description:
+      - The profile of a host the catalog has no profile for (the variable C(gpufabric_unknown_hosts_profile));
+        the host's plan is then that profile's, with the same O(tier) and O(managed). Empty leaves such a host
+        unknown.
+      - A name the catalog does not have fails the lookup, naming it.
+    type: str
+    default: ""
+  require_profile:
+    description:
+      - Fail, naming O(host) and why, when the host has no catalog profile (after O(unknown_hosts_profile)).
+      - V(false) returns the plan with C(profile) V(unknown) and its C(unmanaged) verdict (site.yml reports such a
+        host NOT MANAGED).
+    type: bool
+    default: false
+  host:
+    description: The host's inventory name, for the O(require_profile) error.
+    type: str
+    default: this host
 """
 
 EXAMPLES = r"""
@@ -71,7 +90,7 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog i
     load_catalog,
     override_files_from_env,
 )
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import PlanError, plan_host
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import UNKNOWN, PlanError, plan_host
 
 
 class LookupModule(LookupBase):
@@ -86,8 +105,30 @@ class LookupModule(LookupBase):
                 "gpufabric_instance_type": self.get_option("instance_type"),
                 "gpufabric_managed": self.get_option("managed"),
             }
-            return [plan_host(hostvars, catalog, tier=self.get_option("tier"), tier_source="lookup option tier")]
+            plan = self._plan(hostvars, catalog)
         except CatalogError as exc:
             raise AnsibleLookupError(f"gpufabric catalog: {exc}") from None
         except PlanError as exc:  # a host var of the wrong type or an unknown tier
             raise AnsibleLookupError(f"gpufabric plan: {exc}") from None
+        if self.get_option("require_profile") and plan["profile"] == UNKNOWN:
+            raise AnsibleLookupError(
+                f"{self.get_option('host')} has no fabric plan: {plan['unmanaged']['reason']}. Set the host var"
+                " gpufabric_profile (`gpufabric catalog list` shows the accepted names), or gpufabric_cloud with"
+                " gpufabric_instance_type. Nothing was changed."
+            )
+        return [plan]
+
+    def _plan(self, hostvars, catalog):
+        """The host's plan; for a host the catalog does not know, the operator's unknown_hosts_profile if set."""
+        tier = self.get_option("tier")
+        plan = plan_host(hostvars, catalog, tier=tier, tier_source="lookup option tier")
+        fallback = self.get_option("unknown_hosts_profile")
+        if plan["profile"] != UNKNOWN or not fallback:
+            return plan
+        if catalog.get(fallback) is None:
+            raise AnsibleLookupError(
+                f"gpufabric_unknown_hosts_profile {fallback!r} is not in the fabric catalog;"
+                " `gpufabric catalog list` shows the accepted names."
+            )
+        opted_in = {"gpufabric_profile": fallback, "gpufabric_managed": hostvars["gpufabric_managed"]}
+        return plan_host(opted_in, catalog, tier=tier, tier_source="lookup option tier")
