@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
@@ -11,6 +14,7 @@ from gpufabric.collection import plugin_utils
 
 fabric_catalog = plugin_utils("fabric_catalog")
 fabric_plan = plugin_utils("fabric_plan")
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +132,45 @@ def test_the_vf_layout_follows_the_sriov_role_variables_of_the_host():
         "address_scheme": "explicit",
     }
     assert fabric_plan.plan_host({"gpufabric_profile": name, "gpufabric_tier": "standard"}, catalog)["sriov"] is None
+
+
+def lookup_plan(ansible_env, **options: object) -> subprocess.CompletedProcess[str]:
+    """The fabric_plan lookup as the role plan runs it, on the controller (localhost)."""
+    arguments = ", ".join(f"{name}={value!r}" for name, value in options.items())
+    return subprocess.run(
+        [
+            str(BIN / "ansible"),
+            "localhost",
+            "-m",
+            "ansible.builtin.debug",
+            "-a",
+            f"msg={{{{ lookup('gpufabric.cluster.fabric_plan', {arguments}) | to_json }}}}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=False,
+    )
+
+
+def test_the_lookup_gives_an_unknown_host_the_opted_in_profile_or_refuses_it(ansible_env):
+    opted_in = lookup_plan(
+        ansible_env, cloud="gcp", instance_type="n2-standard-8", unknown_hosts_profile="oci/BM.GPU.H100.8"
+    )
+    assert opted_in.returncode == 0, opted_in.stdout + opted_in.stderr
+    assert '\\"profile\\": \\"oci/BM.GPU.H100.8\\"' in opted_in.stdout
+    refused = lookup_plan(ansible_env, cloud="gcp", instance_type="n2-standard-8", unknown_hosts_profile="gcp/a9-hyper")
+    assert refused.returncode != 0
+    assert (
+        "gpufabric_unknown_hosts_profile 'gcp/a9-hyper' is not in the fabric catalog; "
+        "`gpufabric catalog list` shows the accepted names." in refused.stdout
+    )
+
+
+def test_the_lookup_refuses_a_host_without_profile_when_one_is_required(ansible_env):
+    result = lookup_plan(ansible_env, profile="gcp/a9-hyper", require_profile=True, host="node-7")
+    assert result.returncode != 0
+    assert (
+        "node-7 has no fabric plan: profile 'gcp/a9-hyper' from host var gpufabric_profile is not in the catalog."
+        in result.stdout
+    )
