@@ -200,10 +200,12 @@ def plan(
             )
         if not errors:
             result.update(
-                version=None,
-                bin_dir=bin_dir,
-                binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
-                timeout_flag=None,
+                {
+                    "version": None,
+                    "bin_dir": bin_dir,
+                    "binaries": [f"{bin_dir}/{binary_name(c)}" for c in collectives or []],
+                    "timeout_flag": None,
+                }
             )
         return result
     if method != "source":
@@ -256,40 +258,42 @@ def plan(
     nccl_home = str(settings.get("nccl_home") or "/usr").rstrip("/")
     work_dir = str(settings.get("work_dir") or "/var/cache/gpufabric/nccl-tests").rstrip("/")
     result.update(
-        version=version,
-        sha256=sha256,
-        url=url,
-        published_sha256=published or "",
-        tarball=f"{work_dir}/nccl-tests-{version}.tar.gz",
-        work_dir=work_dir,
-        prefix=prefix,
-        install_dir=install_dir,
-        current_link=f"{prefix}/current",
-        bin_dir=bin_dir,
-        binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
-        # make builds every test: the first one stands for the build in `creates:`.
-        build_marker=f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
-        mpi_home=mpi_home.rstrip("/"),
-        cuda_home=cuda_home,
-        nccl_home=nccl_home,
-        # What the build needs, with what to do when it is missing.
-        prerequisites=[
-            {
-                "path": f"{mpi_home.rstrip('/')}/include/mpi.h",
-                "what": "Open MPI headers",
-                "variable": "nccl_tests_mpi_home",
-            },
-            {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
-            {
-                "path": f"{nccl_home}/include/nccl.h",
-                "what": "NCCL's header (libnccl-dev)",
-                "variable": "nccl_tests_nccl_home",
-            },
-        ],
-        make_argv=make_argv(
-            jobs=jobs, mpi_home=mpi_home.rstrip("/"), cuda_home=cuda_home, nccl_home=nccl_home, extra=extra
-        ),
-        timeout_flag=version_tuple(version) >= TIMEOUT_FLAG_SINCE,
+        {
+            "version": version,
+            "sha256": sha256,
+            "url": url,
+            "published_sha256": published or "",
+            "tarball": f"{work_dir}/nccl-tests-{version}.tar.gz",
+            "work_dir": work_dir,
+            "prefix": prefix,
+            "install_dir": install_dir,
+            "current_link": f"{prefix}/current",
+            "bin_dir": bin_dir,
+            "binaries": [f"{bin_dir}/{binary_name(c)}" for c in collectives or []],
+            # make builds every test: the first one stands for the build in `creates:`.
+            "build_marker": f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
+            "mpi_home": mpi_home.rstrip("/"),
+            "cuda_home": cuda_home,
+            "nccl_home": nccl_home,
+            # What the build needs, with what to do when it is missing.
+            "prerequisites": [
+                {
+                    "path": f"{mpi_home.rstrip('/')}/include/mpi.h",
+                    "what": "Open MPI headers",
+                    "variable": "nccl_tests_mpi_home",
+                },
+                {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
+                {
+                    "path": f"{nccl_home}/include/nccl.h",
+                    "what": "NCCL's header (libnccl-dev)",
+                    "variable": "nccl_tests_nccl_home",
+                },
+            ],
+            "make_argv": make_argv(
+                jobs=jobs, mpi_home=mpi_home.rstrip("/"), cuda_home=cuda_home, nccl_home=nccl_home, extra=extra
+            ),
+            "timeout_flag": version_tuple(version) >= TIMEOUT_FLAG_SINCE,
+        }
     )
     return result
 
@@ -590,8 +594,8 @@ def run_plan(inputs: dict[str, Any]) -> NcclTestsRun:
             "error": f"nccl_tests_nccl_timeout {numbers['nccl_timeout']} needs nccl-tests 2.13.9 or newer (-T); "
             f"nccl_tests_version is {inputs.get('version')}: set nccl_tests_nccl_timeout to 0",
         }
-    runs = []
-    for collective in collectives:
+    runs: list[RunSpec] = []
+    for collective in collectives or []:
         run_algo = choose_algo(thresholds, collective, nodes, algo)
         max_bytes = max_fixed or auto_max_bytes(thresholds, collective, nodes, run_algo)
         if max_bytes < min_bytes:
