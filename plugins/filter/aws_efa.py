@@ -1,90 +1,55 @@
 # SPDX-License-Identifier: Apache-2.0
+# Several filters, so each documents itself beside this file, in plugins/filter/<filter name>.yml
+# (ansible-doc reads a filter's own YAML file only when the Python file holds no DOCUMENTATION).
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: aws_efa
-author: gpufabric developers
-version_added: "0.4.0"
-short_description: Plan the EFA installer run and read its results for the aws_efa role
-description:
-  - C(plan) takes the role's inputs and the host's facts and returns the installer URL, the tarball and
-    unpack paths, the C(efa_installer.sh) flags, the installed version and why the installer must run
-    (empty when it need not), or C(error) naming the first bad value and what is accepted.
-  - C(fi_info) takes the output of C(fi_info -p efa -t FI_EP_RDM) and returns the EFA devices it lists,
-    whether they reach O(expected), and a sentence for the operator.
-  - C(libraries) takes the catalog's C(LD_LIBRARY_PATH) and the library files found there and returns
-    findings (C(error) when NCCL could not use EFA, C(warning) otherwise).
-  - The logic lives in plugins/module_utils/aws_efa.py and is unit-tested there.
-positional: what
-options:
-  _input:
-    description:
-      - For C(plan), a dictionary of the role's inputs (see C(plan()) in module_utils/aws_efa.py).
-      - For C(fi_info), the command's standard output.
-      - For C(libraries), the catalog's C(LD_LIBRARY_PATH) value.
-    type: raw
-    required: true
-  what:
-    description: Which computation.
-    type: str
-    choices: [plan, fi_info, libraries]
-    required: true
-  expected:
-    description: For C(fi_info), the number of EFA devices the profile has.
-    type: int
-    default: 0
-  profile:
-    description: For C(fi_info), the catalog profile name used in the message.
-    type: str
-    default: ""
-  found:
-    description: For C(libraries), paths of the library files present in those directories.
-    type: list
-    elements: str
-    default: []
-  wanted:
-    description: For C(libraries), the components the installer was asked for (the plan's C(components)).
-    type: list
-    elements: str
-    default: []
-"""
-
-EXAMPLES = r"""
-- name: Count the EFA devices libfabric can open
-  ansible.builtin.assert:
-    that: report.ok
-    fail_msg: "{{ report.message }}"
-  vars:
-    report: "{{ fi_info_output | gpufabric.cluster.aws_efa('fi_info', expected=32, profile='aws/p5.48xlarge') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The plan, the fi_info report or the list of library findings.
-  type: raw
-"""
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.aws_efa import (
-    fi_info_report,
-    library_findings,
-    plan,
-)
+from ansible_collections.gpufabric.cluster.plugins.module_utils import aws_efa
 
 
-def aws_efa(value, what, expected=0, profile="", found=None, wanted=None):
-    if what == "plan":
-        if not isinstance(value, dict):
-            raise AnsibleFilterError("aws_efa('plan') expects a dictionary of the role's inputs")
-        return plan(value)
-    if what == "fi_info":
-        return fi_info_report(str(value or ""), int(expected), str(profile))
-    if what == "libraries":
-        return library_findings(str(value or ""), list(found or []), list(wanted or []))
-    raise AnsibleFilterError(f"aws_efa: '{what}' is not a computation; accepted: plan, fi_info, libraries")
+def _dict(value, filter_name, what):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
+    return value
+
+
+def aws_efa_plan(settings, plan=None, facts=None):
+    _dict(settings, "aws_efa_plan", "the role's settings aws_efa__settings")
+    host_plan = None if plan is None else _dict(plan, "aws_efa_plan", "the host's plan gpufabric_plan as plan=")
+    host_facts = None if facts is None else _dict(facts, "aws_efa_plan", "ansible_facts as facts=")
+    return aws_efa.plan(settings, host_plan, host_facts)
+
+
+def aws_efa_install(plan, marker="", state=""):
+    _dict(plan, "aws_efa_install", "the role's plan aws_efa__plan")
+    if plan.get("errors") or "flags" not in plan:
+        raise AnsibleFilterError("aws_efa_install expects a plan without errors (aws_efa__plan.errors is not empty)")
+    return aws_efa.install_decision(plan, str(marker or ""), str(state or ""))
+
+
+def aws_efa_libraries(plan, found):
+    _dict(plan, "aws_efa_libraries", "the role's plan aws_efa__plan")
+    if not isinstance(found, list):
+        raise AnsibleFilterError(f"aws_efa_libraries expects found as a list of paths, got {type(found).__name__}")
+    return aws_efa.library_findings(str(plan.get("ld_library_path") or ""), found, list(plan.get("components") or []))
+
+
+def aws_efa_fi_info(output, plan):
+    _dict(plan, "aws_efa_fi_info", "the host's plan gpufabric_plan")
+    expected = ((plan.get("nics") or {}).get("gpu") or {}).get("count")
+    if not isinstance(expected, int):
+        raise AnsibleFilterError(
+            f"aws_efa_fi_info: the plan of profile {plan.get('profile')!r} has no GPU NIC count (nics.gpu.count)"
+        )
+    return aws_efa.fi_info_report(str(output or ""), expected, str(plan.get("profile") or ""))
 
 
 class FilterModule:
     def filters(self):
-        return {"aws_efa": aws_efa}
+        return {
+            "aws_efa_plan": aws_efa_plan,
+            "aws_efa_install": aws_efa_install,
+            "aws_efa_libraries": aws_efa_libraries,
+            "aws_efa_fi_info": aws_efa_fi_info,
+        }

@@ -5,8 +5,51 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl_tests_run
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_judge import judge
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import over_limit, parse_runs
+
+
+def _dict(value, filter_name, what):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
+    return value
+
+
+def nccl_tests_plan(settings, plan=None, facts=None):
+    _dict(settings, "nccl_tests_plan", "the role's settings nccl_tests__settings")
+    return nccl_tests_run.plan(
+        settings, _host_plan(plan, "nccl_tests_plan", required=False), _facts(facts, "nccl_tests_plan")
+    )
+
+
+def nccl_tests_run_plan(settings, install, hosts, addresses, plan, facts=None):
+    _dict(settings, "nccl_tests_run_plan", "the role's run settings")
+    _dict(install, "nccl_tests_run_plan", "the install plan of nccl_tests_plan")
+    for name, value in (("hosts", hosts), ("addresses", addresses)):
+        if not isinstance(value, list):
+            raise AnsibleFilterError(f"nccl_tests_run_plan expects {name} as a list, got {type(value).__name__}")
+    host_plan = _host_plan(plan, "nccl_tests_run_plan")
+    return nccl_tests_run.run(settings, install, hosts, addresses, host_plan, _facts(facts, "nccl_tests_run_plan"))
+
+
+def nccl_tests_verdict(verdict, exit_code=None):
+    _dict(verdict, "nccl_tests_verdict", "a verdict of nccl_judge")
+    try:
+        exit_code = None if exit_code is None else int(exit_code)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(f"nccl_tests_verdict: exit_code must be an integer, got {exit_code!r}") from None
+    return nccl_tests_run.verdict_line(verdict, exit_code)
+
+
+def _host_plan(value, filter_name, required=True):
+    if value is None and not required:
+        return None
+    return _dict(value, filter_name, "the host's plan gpufabric_plan as plan=")
+
+
+def _facts(value, filter_name):
+    return {} if value is None else _dict(value, filter_name, "ansible_facts as facts=")
 
 
 def nccl_parse(text):
@@ -21,18 +64,28 @@ def nccl_over_limit(size):
     return over_limit(size) or ""
 
 
-def nccl_judge(run, profile, nodes, algo="default", collective=None):
+def nccl_judge(run, plan, nodes, algo="default", collective=None):
     if not isinstance(run, dict):
         raise AnsibleFilterError("nccl_judge expects one run (an item of nccl_parse's list)")
-    if not isinstance(profile, dict):
-        raise AnsibleFilterError("nccl_judge expects the catalog profile (a dictionary) as its first argument")
+    if not isinstance(plan, dict):
+        raise AnsibleFilterError(
+            "nccl_judge expects the host's plan gpufabric_plan (a dictionary with bandwidth and gpus) as its first "
+            f"argument, got {type(plan).__name__}"
+        )
     try:
         nodes = None if nodes is None else int(nodes)
     except (TypeError, ValueError):
         raise AnsibleFilterError(f"nccl_judge: nodes must be an integer, got {nodes!r}") from None
-    return judge(run, profile, nodes, str(algo), collective=collective)
+    return judge(run, plan, nodes, str(algo), collective=collective)
 
 
 class FilterModule:
     def filters(self):
-        return {"nccl_parse": nccl_parse, "nccl_judge": nccl_judge, "nccl_over_limit": nccl_over_limit}
+        return {
+            "nccl_tests_plan": nccl_tests_plan,
+            "nccl_tests_run_plan": nccl_tests_run_plan,
+            "nccl_tests_verdict": nccl_tests_verdict,
+            "nccl_parse": nccl_parse,
+            "nccl_judge": nccl_judge,
+            "nccl_over_limit": nccl_over_limit,
+        }

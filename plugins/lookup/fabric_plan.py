@@ -12,7 +12,10 @@ description:
     validates it, and returns the plan for one host.
   - The plan is a dictionary with C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable),
     C(env), C(gpus) (model, count, nvswitch), C(nics) (the profile's GPU-network and
-    management NICs), C(resolved_by), C(unmanaged) and C(warnings); C(profile) is C(unknown) when nothing matches.
+    management NICs), C(sriov), C(hardware) (the profile's C(fabric), C(gpu), C(nics) and C(sriov) sections, what
+    the C(fabric_findings) filter compares the host's facts with), C(bandwidth) (the profile's bandwidth with the
+    tier's thresholds, what C(nccl_tests) judges a run by), C(resolved_by), C(unmanaged) and C(warnings);
+    C(profile) is C(unknown) when nothing matches (then C(hardware) and C(bandwidth) are empty).
   - C(unmanaged) is null for a host gpufabric manages, else C(code) (V(no_profile), V(unknown_profile) or
     V(excluded)) and C(reason); site.yml leaves such a host alone and reports it.
   - This is the same code that C(gpufabric plan) runs, so the playbook applies what the plan shows.
@@ -75,7 +78,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One plan dictionary.
+  description:
+    - One plan dictionary, with the keys C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable), C(env),
+      C(gpus), C(nics), C(sriov), C(hardware), C(bandwidth), C(resolved_by), C(unmanaged) and C(warnings).
   type: list
   elements: dict
 """

@@ -4,8 +4,9 @@
 Pure Python (stdlib only) so that what molecule cannot reach is unit-tested: the installer flags
 for bake and live mode, which installer versions support which distribution and bundle
 aws-ofi-nccl, the checksums AWS published, the installer's version marker, and the output of
-``fi_info -p efa``. The role calls it through the filter gpufabric.cluster.aws_efa
-(plugins/filter/aws_efa.py).
+``fi_info -p efa``. The role calls it through the filters of plugins/filter/aws_efa.py: ``aws_efa_plan``
+(plan()), ``aws_efa_install`` (install_decision()), ``aws_efa_libraries`` (library_findings()) and
+``aws_efa_fi_info`` (fi_info_report()).
 
 Facts and their sources (see roles/aws_efa/README.md for the full list):
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 DEFAULT_BASE_URL = "https://efa-installer.amazonaws.com"
 VERIFY_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-verify.html"
@@ -220,45 +221,46 @@ def install_reason(installed: str | None, state: dict[str, Any] | None, version:
     return ""
 
 
-def _check_inputs(inputs: dict[str, Any]) -> str:
-    """The first bad input, as a sentence naming the value, the variable and what is accepted; '' if none."""
-    version = str(inputs["version"])
+def _check_inputs(inputs: dict[str, Any]) -> list[str]:
+    """Every bad setting, each as a sentence naming the value, the variable and what is accepted."""
+    errors = []
+    version = str(inputs.get("version", ""))
     if not VERSION_RE.match(version):
-        return (
+        errors.append(
             f"aws_efa_version '{version}' is not a release version; accepted: X.Y.Z such as 1.41.0 "
             "(never 'latest', which moves under a pin)"
         )
     sha256 = str(inputs.get("sha256") or "").lower()
     url = installer_url(inputs.get("base_url") or DEFAULT_BASE_URL, version, inputs.get("url") or "")
+    published = PUBLISHED_SHA256.get(version)
     if not sha256:
-        return (
+        errors.append(
             f"aws_efa_sha256 is empty; accepted: the SHA256 AWS publishes for {tarball_name(version)} "
             f"({VERIFY_DOC}), after checking the tarball's GPG signature {url}.sig with {SIGNING_KEY_URL} "
             f"(fingerprint {SIGNING_KEY_FINGERPRINT})"
         )
-    if not SHA256_RE.match(sha256):
-        return f"aws_efa_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal characters"
-    published = PUBLISHED_SHA256.get(version)
-    if published and published != sha256:
-        return (
+    elif not SHA256_RE.match(sha256):
+        errors.append(f"aws_efa_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal characters")
+    elif published and published != sha256:
+        errors.append(
             f"aws_efa_sha256 '{sha256}' is not the checksum AWS published for {tarball_name(version)}; "
             f"accepted: {published} (change aws_efa_version and aws_efa_sha256 together)"
         )
     for flavour in inputs.get("mpi") or []:
         if flavour not in MPI_CHOICES:
-            return f"aws_efa_mpi '{flavour}' is not an Open MPI flavour; accepted: {', '.join(MPI_CHOICES)}"
+            errors.append(f"aws_efa_mpi '{flavour}' is not an Open MPI flavour; accepted: {', '.join(MPI_CHOICES)}")
     for flag in inputs.get("extra_flags") or []:
         name = str(flag).split("=", 1)[0]
         if name in MANAGED_FLAGS:
-            return (
+            errors.append(
                 f"aws_efa_extra_flags '{flag}' is managed by the role ({MANAGED_FLAGS[name]}); accepted: other "
                 "efa_installer.sh options such as -d (debug packages) or --enable-ngc"
             )
-    return ""
+    return errors
 
 
 def _check_support(inputs: dict[str, Any], key: str) -> str:
-    version = str(inputs["version"])
+    version = str(inputs.get("version", ""))
     support = DISTRO_SUPPORT.get(key)
     if support is None:
         known = ", ".join(distro_label(k) for k in DISTRO_SUPPORT)
@@ -288,20 +290,55 @@ def _check_support(inputs: dict[str, Any], key: str) -> str:
     return ""
 
 
-def plan(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Everything the role needs for one host, or {'error': sentence} for the first bad input.
+class AwsEfaPlan(TypedDict, total=False):
+    """The installer run for one host; with errors, only errors and warnings."""
 
-    inputs: version, sha256, base_url, url, bake, kmod, minimal, mpi, extra_flags, work_dir, profile,
-    distribution, distribution_version, os_family, architecture, ld_library_path (the catalog's), marker
-    (text of /opt/amazon/efa_installed_packages, '' if absent), state (the role's state file, '' if absent).
+    errors: list[str]  # one message per bad input; the role asserts it is empty before any change
+    warnings: list[str]
+    distro: str  # the installer's name of the distribution, such as debian-12
+    version: str
+    sha256: str
+    url: str  # the installer tarball's
+    tarball: str
+    unpack_dir: str
+    installer_dir: str  # where efa_installer.sh is once unpacked
+    flags: list[str]  # efa_installer.sh's arguments
+    multiarch_plugin_dir: str  # where Debian/Ubuntu packages put aws-ofi-nccl ('' elsewhere)
+    components: list[str]  # what the installer installs besides the kernel module and rdma-core
+    ld_library_path: str  # the tier's LD_LIBRARY_PATH (catalog environment)
+    library_candidates: list[str]  # the files that prove each LD_LIBRARY_PATH directory holds its library
+
+
+class InstallDecision(TypedDict):
+    installed: str | None  # the EFA installer version on the host (its marker), None when absent
+    reason: str  # why the installer must run; '' when it need not
+
+
+def plan(
+    settings: dict[str, Any], host_plan: dict[str, Any] | None = None, facts: dict[str, Any] | None = None
+) -> AwsEfaPlan:
+    """Everything the role needs for one host, or the errors of its inputs.
+
+    settings: the role's variables without the aws_efa_ prefix (version, sha256, base_url, url, bake, kmod, minimal,
+    mpi, extra_flags, work_dir); host_plan: gpufabric_plan (profile, env's LD_LIBRARY_PATH); facts: ansible_facts
+    (distribution, distribution_version, os_family, architecture).
     """
-    error = _check_inputs(inputs)
-    key = distro_key(str(inputs.get("distribution", "")), str(inputs.get("distribution_version", "")))
-    if not error:
+    host_plan = host_plan or {}
+    facts = facts or {}
+    inputs = {
+        **settings,
+        "profile": str(host_plan.get("profile") or ""),
+        **{key: facts.get(key, "") for key in ("distribution", "distribution_version", "os_family", "architecture")},
+    }
+    errors = _check_inputs(inputs)
+    key = distro_key(str(inputs["distribution"]), str(inputs["distribution_version"]))
+    if not errors:
+        # Which versions support what only means something for a valid version.
         error = _check_support(inputs, key)
-    if error:
-        return {"error": error}
-    version = str(inputs["version"])
+        errors = [error] if error else []
+    if errors:
+        return {"errors": errors, "warnings": []}
+    version = str(inputs.get("version", ""))
     minimal = bool(inputs.get("minimal"))
     flags = installer_flags(
         bake=bool(inputs.get("bake")),
@@ -311,24 +348,33 @@ def plan(inputs: dict[str, Any]) -> dict[str, Any]:
         extra=[str(flag) for flag in inputs.get("extra_flags") or []],
     )
     work_dir = str(inputs.get("work_dir") or "/var/cache/gpufabric/aws-efa").rstrip("/")
-    installed = installed_version(str(inputs.get("marker") or ""))
-    state = read_state(str(inputs.get("state") or ""))
-    arch_dir = multiarch(str(inputs.get("os_family", "")), str(inputs.get("architecture", "")))
+    arch_dir = multiarch(str(inputs["os_family"]), str(inputs["architecture"]))
+    ld_library_path = str((host_plan.get("env") or {}).get("LD_LIBRARY_PATH") or "")
     return {
-        "error": "",
+        "errors": [],
+        "warnings": [],
         "distro": key,
         "version": version,
-        "sha256": str(inputs["sha256"]).lower(),
+        "sha256": str(inputs.get("sha256") or "").lower(),
         "url": installer_url(inputs.get("base_url") or DEFAULT_BASE_URL, version, inputs.get("url") or ""),
         "tarball": f"{work_dir}/{tarball_name(version)}",
         "unpack_dir": f"{work_dir}/{version}",
         "installer_dir": f"{work_dir}/{version}/aws-efa-installer",
         "flags": flags,
-        "installed": installed,
-        "install_reason": install_reason(installed, state, version, flags),
         "multiarch_plugin_dir": f"{PLUGIN_DIR}/{arch_dir}" if arch_dir else "",
         "components": components(minimal, list(inputs.get("mpi") or []), flags),
-        "library_candidates": library_candidates(str(inputs.get("ld_library_path") or "")),
+        "ld_library_path": ld_library_path,
+        "library_candidates": library_candidates(ld_library_path),
+    }
+
+
+def install_decision(efa_plan: dict[str, Any], marker: str, state: str) -> InstallDecision:
+    """Whether the plan's installer run is needed on this host, from the text of the installer's version marker
+    (MARKER_FILE, '' when absent) and of the role's record of its last install ('' when absent)."""
+    installed = installed_version(marker)
+    return {
+        "installed": installed,
+        "reason": install_reason(installed, read_state(state), str(efa_plan["version"]), list(efa_plan["flags"])),
     }
 
 

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Judge a parsed nccl-tests run against the catalog profile's bandwidth thresholds.
 
+``profile`` is a catalog profile (the driver's `gpufabric report`) or a host plan, gpufabric_plan (the role: its
+``bandwidth`` holds the tier's thresholds, its ``gpus`` the GPU count); a ``bandwidth`` block alone is accepted too.
+
 Stdlib only. The metric is the out-of-place busbw at the large sizes the threshold names
 (the lowest of those rows), never nccl-tests' ``Avg bus bandwidth``, which averages every
 size and both placements. docs/nccl-tests.md lists the rules in order.
@@ -23,6 +26,15 @@ def _bandwidth(profile: dict[str, Any] | None) -> dict[str, Any]:
         return profile
     bandwidth = profile.get("bandwidth")
     return bandwidth if isinstance(bandwidth, dict) else {}
+
+
+def _gpu_count(profile: dict[str, Any] | None) -> Any:
+    """GPUs per node: a catalog profile's ``gpu.count`` or a host plan's ``gpus.count``; None when neither."""
+    for key in ("gpu", "gpus"):
+        section = (profile or {}).get(key) if isinstance(profile, dict) else None
+        if isinstance(section, dict):
+            return section.get("count")
+    return None
 
 
 def _thresholds(profile: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -172,7 +184,7 @@ def judge(
         hosts = run.get("hosts") or []
         if hosts and nodes is not None and len(hosts) != nodes:
             warned.append(f"judged for {nodes} node(s) but the device lines name {len(hosts)} host(s)")
-        gpus = (profile or {}).get("gpu", {}).get("count") if isinstance((profile or {}).get("gpu"), dict) else None
+        gpus = _gpu_count(profile)
         nranks = run.get("nranks")
         if isinstance(gpus, int) and isinstance(nranks, int) and nodes is not None and nranks != gpus * nodes:
             warned.append(f"{nranks} ranks, but {nodes} node(s) x {gpus} GPUs is {gpus * nodes}")

@@ -5,7 +5,10 @@ Pure Python (stdlib only) so that what molecule cannot reach is unit-tested: the
 checksums published for it, the ``make`` arguments of an MPI build, the Open MPI prefix per distribution,
 message sizes, the algorithm and the largest size a catalog threshold needs, the environment handed to
 every rank, the hostfile and the ``timeout … mpirun … <collective>_perf`` argument vector. The role calls it
-through the filter gpufabric.cluster.nccl_tests_run (plugins/filter/nccl_tests_run.py).
+through the filters of plugins/filter/nccl_tests.py: ``nccl_tests_plan`` (plan(): the install),
+``nccl_tests_run_plan`` (run(): the runs) and ``nccl_tests_verdict`` (verdict_line()). Nothing here reads the
+catalog: what the runs need from it (the tier's environment and bandwidth thresholds, the GPU count) is in the
+host's plan, gpufabric_plan.
 
 Facts and their sources (see roles/nccl_tests/README.md):
 
@@ -23,7 +26,7 @@ Facts and their sources (see roles/nccl_tests/README.md):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 # Test programs of nccl-tests (build/<name>_perf), nccl-tests.md section 5.
 COLLECTIVES = (
@@ -140,120 +143,157 @@ def _collectives_error(collectives: Any) -> str:
     return ""
 
 
-def install_plan(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Validate the install inputs and return the paths and commands; ``error`` names the first bad value."""
-    method = str(inputs.get("install", ""))
-    collectives = inputs.get("collectives")
-    result: dict[str, Any] = {"error": "", "install": method}
+class Prerequisite(TypedDict):
+    path: str
+    what: str
+    variable: str  # the role variable that points elsewhere when the file is missing
+
+
+class NcclTestsPlan(TypedDict, total=False):
+    """The install plan. With errors, only errors, warnings and install; with install path, only those and
+    version (None), bin_dir, binaries and timeout_flag (None: the binaries' release is not known)."""
+
+    errors: list[str]  # one message per bad input; the role asserts it is empty before any change
+    warnings: list[str]
+    install: str  # source or path
+    version: str | None
+    sha256: str
+    url: str  # the tarball's URL
+    published_sha256: str  # what spack pins for this version ('' when it pins none)
+    tarball: str
+    work_dir: str
+    prefix: str
+    install_dir: str  # <prefix>/<version>
+    current_link: str  # <prefix>/current, pointing at the version
+    bin_dir: str  # where the *_perf binaries are
+    binaries: list[str]
+    build_marker: str  # a binary that stands for the build in `creates:`
+    mpi_home: str
+    cuda_home: str
+    nccl_home: str
+    prerequisites: list[Prerequisite]
+    make_argv: list[str]
+    timeout_flag: bool | None  # whether this release has -T
+
+
+def plan(
+    settings: dict[str, Any], host_plan: dict[str, Any] | None = None, facts: dict[str, Any] | None = None
+) -> NcclTestsPlan:
+    """The install for one host: the role's settings (its variables without the nccl_tests_ prefix) and the
+    host's os_family and architecture (facts). The install reads nothing of the host plan; the runs do (run())."""
+    facts = facts or {}
+    method = str(settings.get("install", ""))
+    collectives = settings.get("collectives")
+    errors: list[str] = []
+    result: NcclTestsPlan = {"errors": errors, "warnings": [], "install": method}
     if method not in INSTALL_METHODS:
-        result["error"] = f"nccl_tests_install '{method}' is not an install method; accepted: source, path"
-        return result
+        errors.append(f"nccl_tests_install '{method}' is not an install method; accepted: source, path")
     error = _collectives_error(collectives)
     if error:
-        result["error"] = error
-        return result
+        errors.append(error)
     if method == "path":
-        bin_dir = str(inputs.get("bin_dir") or "").rstrip("/")
+        bin_dir = str(settings.get("bin_dir") or "").rstrip("/")
         if not bin_dir.startswith("/"):
-            result["error"] = (
+            errors.append(
                 f"nccl_tests_bin_dir '{bin_dir}' must be the absolute directory holding the *_perf binaries "
                 "when nccl_tests_install is path"
             )
-            return result
-        result.update(
-            version=None,
-            bin_dir=bin_dir,
-            binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
-            timeout_flag=None,
-        )
+        if not errors:
+            result.update(
+                {
+                    "version": None,
+                    "bin_dir": bin_dir,
+                    "binaries": [f"{bin_dir}/{binary_name(c)}" for c in collectives or []],
+                    "timeout_flag": None,
+                }
+            )
+        return result
+    if method != "source":
         return result
 
-    version = str(inputs.get("version", ""))
-    sha256 = str(inputs.get("sha256", "")).strip().lower()
+    version = str(settings.get("version", ""))
+    sha256 = str(settings.get("sha256", "")).strip().lower()
     if not VERSION_RE.match(version):
-        result["error"] = f"nccl_tests_version '{version}' is not a release version; accepted: X.Y.Z (a tag vX.Y.Z)"
-        return result
+        errors.append(f"nccl_tests_version '{version}' is not a release version; accepted: X.Y.Z (a tag vX.Y.Z)")
+    published = PUBLISHED_SHA256.get(version)
+    url = tarball_url(str(settings.get("base_url") or DEFAULT_BASE_URL), version, str(settings.get("url") or ""))
     if not sha256:
-        result["error"] = (
+        errors.append(
             f"nccl_tests_sha256 is empty for nccl-tests {version}; set the SHA256 of its tarball "
             f"(published for {', '.join(sorted(PUBLISHED_SHA256))} in {CHECKSUM_SOURCE}, or `sha256sum` of "
             "the tarball your mirror holds after checking it against the tag)"
         )
-        return result
-    if not SHA256_RE.match(sha256):
-        result["error"] = f"nccl_tests_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal digits"
-        return result
-    published = PUBLISHED_SHA256.get(version)
-    url = tarball_url(str(inputs.get("base_url") or DEFAULT_BASE_URL), version, str(inputs.get("url") or ""))
-    if published and published != sha256 and url == tarball_url(DEFAULT_BASE_URL, version):
-        result["error"] = (
+    elif not SHA256_RE.match(sha256):
+        errors.append(f"nccl_tests_sha256 '{sha256}' is not a SHA256; accepted: 64 hexadecimal digits")
+    elif published and published != sha256 and url == tarball_url(DEFAULT_BASE_URL, version):
+        errors.append(
             f"nccl_tests_sha256 '{sha256}' is not the published SHA256 of nccl-tests {version} ({published}, "
             f"{CHECKSUM_SOURCE}); change the checksum together with nccl_tests_version"
         )
-        return result
-    jobs = inputs.get("make_jobs", 1)
+    jobs = settings.get("make_jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        result["error"] = f"nccl_tests_make_jobs '{jobs}' must be a whole number of 1 or more"
-        return result
-    extra = [str(arg) for arg in inputs.get("make_args") or []]
+        errors.append(f"nccl_tests_make_jobs '{jobs}' must be a whole number of 1 or more")
+    extra = [str(arg) for arg in settings.get("make_args") or []]
     for arg in extra:
         name = arg.split("=", 1)[0]
         if name in MANAGED_MAKE_VARIABLES:
-            result["error"] = (
+            errors.append(
                 f"nccl_tests_make_args sets {name}, which the role sets itself; use "
                 f"{'the MPI build (always on)' if name == 'MPI' else 'nccl_tests_' + name.lower()} instead"
             )
-            return result
-    mpi_home = str(inputs.get("mpi_home") or "") or mpi_home_for(
-        str(inputs.get("os_family", "")), str(inputs.get("architecture", ""))
+    mpi_home = str(settings.get("mpi_home") or "") or mpi_home_for(
+        str(facts.get("os_family", "")), str(facts.get("architecture", ""))
     )
     if not mpi_home:
-        result["error"] = (
-            f"nccl_tests_mpi_home is empty and no Open MPI prefix is known for {inputs.get('os_family')} "
-            f"{inputs.get('architecture')}; set it to the directory holding include/mpi.h and lib/libmpi.so"
+        errors.append(
+            f"nccl_tests_mpi_home is empty and no Open MPI prefix is known for {facts.get('os_family')} "
+            f"{facts.get('architecture')}; set it to the directory holding include/mpi.h and lib/libmpi.so"
         )
+    if errors:
         return result
-    prefix = str(inputs.get("prefix") or "/opt/nccl-tests").rstrip("/")
+    prefix = str(settings.get("prefix") or "/opt/nccl-tests").rstrip("/")
     install_dir = f"{prefix}/{version}"
     bin_dir = f"{install_dir}/build"
-    cuda_home = str(inputs.get("cuda_home") or "/usr/local/cuda").rstrip("/")
-    nccl_home = str(inputs.get("nccl_home") or "/usr").rstrip("/")
-    work_dir = str(inputs.get("work_dir") or "/var/cache/gpufabric/nccl-tests").rstrip("/")
+    cuda_home = str(settings.get("cuda_home") or "/usr/local/cuda").rstrip("/")
+    nccl_home = str(settings.get("nccl_home") or "/usr").rstrip("/")
+    work_dir = str(settings.get("work_dir") or "/var/cache/gpufabric/nccl-tests").rstrip("/")
     result.update(
-        version=version,
-        sha256=sha256,
-        url=url,
-        published_sha256=published or "",
-        tarball=f"{work_dir}/nccl-tests-{version}.tar.gz",
-        work_dir=work_dir,
-        prefix=prefix,
-        install_dir=install_dir,
-        current_link=f"{prefix}/current",
-        bin_dir=bin_dir,
-        binaries=[f"{bin_dir}/{binary_name(c)}" for c in collectives],
-        # make builds every test: the first one stands for the build in `creates:`.
-        build_marker=f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
-        mpi_home=mpi_home.rstrip("/"),
-        cuda_home=cuda_home,
-        nccl_home=nccl_home,
-        # What the build needs, with what to do when it is missing.
-        prerequisites=[
-            {
-                "path": f"{mpi_home.rstrip('/')}/include/mpi.h",
-                "what": "Open MPI headers",
-                "variable": "nccl_tests_mpi_home",
-            },
-            {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
-            {
-                "path": f"{nccl_home}/include/nccl.h",
-                "what": "NCCL's header (libnccl-dev)",
-                "variable": "nccl_tests_nccl_home",
-            },
-        ],
-        make_argv=make_argv(
-            jobs=jobs, mpi_home=mpi_home.rstrip("/"), cuda_home=cuda_home, nccl_home=nccl_home, extra=extra
-        ),
-        timeout_flag=version_tuple(version) >= TIMEOUT_FLAG_SINCE,
+        {
+            "version": version,
+            "sha256": sha256,
+            "url": url,
+            "published_sha256": published or "",
+            "tarball": f"{work_dir}/nccl-tests-{version}.tar.gz",
+            "work_dir": work_dir,
+            "prefix": prefix,
+            "install_dir": install_dir,
+            "current_link": f"{prefix}/current",
+            "bin_dir": bin_dir,
+            "binaries": [f"{bin_dir}/{binary_name(c)}" for c in collectives or []],
+            # make builds every test: the first one stands for the build in `creates:`.
+            "build_marker": f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
+            "mpi_home": mpi_home.rstrip("/"),
+            "cuda_home": cuda_home,
+            "nccl_home": nccl_home,
+            # What the build needs, with what to do when it is missing.
+            "prerequisites": [
+                {
+                    "path": f"{mpi_home.rstrip('/')}/include/mpi.h",
+                    "what": "Open MPI headers",
+                    "variable": "nccl_tests_mpi_home",
+                },
+                {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
+                {
+                    "path": f"{nccl_home}/include/nccl.h",
+                    "what": "NCCL's header (libnccl-dev)",
+                    "variable": "nccl_tests_nccl_home",
+                },
+            ],
+            "make_argv": make_argv(
+                jobs=jobs, mpi_home=mpi_home.rstrip("/"), cuda_home=cuda_home, nccl_home=nccl_home, extra=extra
+            ),
+            "timeout_flag": version_tuple(version) >= TIMEOUT_FLAG_SINCE,
+        }
     )
     return result
 
@@ -398,10 +438,91 @@ def _positive_int(value: Any, name: str, minimum: int = 1) -> tuple[int, str]:
     return number, ""
 
 
-def run_plan(inputs: dict[str, Any]) -> dict[str, Any]:
+class RunSpec(TypedDict):
+    """One collective's run."""
+
+    collective: str
+    algo: str  # default or ring
+    nodes: int
+    min_bytes: int
+    max_bytes: int
+    file: str  # the output's file name (in output_dir on the host, in the results directory on the controller)
+    output: str  # the output's path on the launching host
+    env: dict[str, str]  # what every rank gets (launch_env())
+    argv: list[str]  # timeout … mpirun … <collective>_perf …
+
+
+class NcclTestsRun(TypedDict, total=False):
+    """The run plan; with an error, only error and runs ([])."""
+
+    error: str  # the first bad value ('' when none); the role asserts it is empty before anything runs
+    runs: list[RunSpec]
+    run_id: str
+    nodes: int
+    gpus_per_node: int
+    hosts: list[str]  # the inventory names of the nodes
+    addresses: list[str]  # what the hostfile names them by
+    output_dir: str
+    hostfile_path: str
+    hostfile: str
+    fail_on: str
+
+
+# The role's run variables, without the nccl_tests_ prefix, that run() reads from its settings.
+RUN_SETTINGS = (
+    "collectives",
+    "algo",
+    "fail_on",
+    "run_id",
+    "gpus_per_node",
+    "iters",
+    "warmup_iters",
+    "nccl_timeout",
+    "timeout",
+    "nodes",
+    "min_bytes",
+    "max_bytes",
+    "env_extra",
+    "path_variables",
+    "output_dir",
+    "mpirun",
+    "mpirun_args",
+)
+
+
+def run(
+    settings: dict[str, Any],
+    install: dict[str, Any],
+    hosts: list[str],
+    addresses: list[str],
+    host_plan: dict[str, Any],
+    facts: dict[str, Any] | None = None,
+) -> NcclTestsRun:
+    """The runs from the role's run settings (RUN_SETTINGS), its install plan (plan()), the play's nodes and
+    what they are called in the hostfile, the host plan (the tier's environment and bandwidth thresholds, the
+    GPU count) and the launching host's facts (its environment)."""
+    inputs = {key: settings.get(key) for key in RUN_SETTINGS}
+    inputs.update(
+        warmup=settings.get("warmup_iters"),
+        # 0 (the default) means every GPU of the profile.
+        gpus_per_node=settings.get("gpus_per_node") or (host_plan.get("gpus") or {}).get("count"),
+        profile_env=host_plan.get("env") or {},
+        bandwidth=host_plan.get("bandwidth") or {},
+        current_env=(facts or {}).get("env") or {},
+        hosts=hosts,
+        addresses=addresses,
+        bin_dir=install.get("bin_dir"),
+        timeout_flag=install.get("timeout_flag"),
+        version=install.get("version"),
+    )
+    return run_plan(inputs)
+
+
+def run_plan(inputs: dict[str, Any]) -> NcclTestsRun:
     """The runs on the launching host: hosts, hostfile, and per collective the algorithm, sizes, output
-    file, environment and argv; ``error`` names the first bad value."""
-    result: dict[str, Any] = {"error": "", "runs": []}
+    file, environment and argv; ``error`` names the first bad value. ``bandwidth`` is the host plan's: its
+    thresholds are the tier's already."""
+    result: NcclTestsRun = {"error": "", "runs": []}
     collectives = inputs.get("collectives")
     error = _collectives_error(collectives)
     if error:
@@ -465,8 +586,7 @@ def run_plan(inputs: dict[str, Any]) -> dict[str, Any]:
     bin_dir = str(inputs.get("bin_dir", "")).rstrip("/")
     out_dir = f"{str(inputs.get('output_dir') or '/var/lib/gpufabric/nccl-tests').rstrip('/')}/{run_id}"
     hostfile_path = f"{out_dir}/hostfile"
-    bandwidth = dict(inputs.get("bandwidth") or {})
-    thresholds = tier_thresholds(bandwidth, str(inputs.get("tier", "best")))
+    thresholds = list((inputs.get("bandwidth") or {}).get("thresholds") or [])
     timeout_flag = inputs.get("timeout_flag")
     if numbers["nccl_timeout"] and timeout_flag is False:
         return {
@@ -474,8 +594,8 @@ def run_plan(inputs: dict[str, Any]) -> dict[str, Any]:
             "error": f"nccl_tests_nccl_timeout {numbers['nccl_timeout']} needs nccl-tests 2.13.9 or newer (-T); "
             f"nccl_tests_version is {inputs.get('version')}: set nccl_tests_nccl_timeout to 0",
         }
-    runs = []
-    for collective in collectives:
+    runs: list[RunSpec] = []
+    for collective in collectives or []:
         run_algo = choose_algo(thresholds, collective, nodes, algo)
         max_bytes = max_fixed or auto_max_bytes(thresholds, collective, nodes, run_algo)
         if max_bytes < min_bytes:
@@ -531,21 +651,34 @@ def run_plan(inputs: dict[str, Any]) -> dict[str, Any]:
         "hostfile_path": hostfile_path,
         "hostfile": hostfile(addresses, gpus),
         "fail_on": fail_on,
-        # What the judge gets as the profile's bandwidth: the thresholds of this tier only.
-        "bandwidth": {**bandwidth, "thresholds": thresholds},
         "runs": runs,
     }
 
 
 def tier_thresholds(bandwidth: dict[str, Any] | None, tier: str) -> list[dict[str, Any]]:
     """The catalog's thresholds measure the fabric (tier best); a standard-tier run (TCP baseline) is judged
-    for completeness and data errors only, so it gets none."""
+    for completeness and data errors only, so it gets none. The host plan's bandwidth holds these
+    (plugin_utils/fabric_plan.py), and `gpufabric report` judges a record by them."""
     if tier != "best" or not bandwidth:
         return []
     return list(bandwidth.get("thresholds") or [])
 
 
-def verdict_line(verdict: dict[str, Any], exit_code: int | None) -> dict[str, Any]:
+class Verdict(TypedDict, total=False):
+    """A run's verdict: nccl_judge.judge()'s, with the exit status of its mpirun."""
+
+    status: str  # pass, warn, fail or unjudged
+    collective: str | None
+    nodes: int | None
+    algo: str
+    threshold: dict[str, Any] | None  # the catalog threshold it was judged by
+    measured_busbw: float | None  # GB/s, the lowest out-of-place busbw at the threshold's sizes
+    largest_size: int | None
+    reasons: list[str]
+    exit_code: int | None
+
+
+def verdict_line(verdict: dict[str, Any], exit_code: int | None) -> Verdict:
     """One run's verdict as the role reports it: the judge's, made a fail when mpirun did not exit 0."""
     status = str(verdict.get("status", "unjudged"))
     reasons = [str(r) for r in verdict.get("reasons") or []]
@@ -553,4 +686,5 @@ def verdict_line(verdict: dict[str, Any], exit_code: int | None) -> dict[str, An
         meaning = {124: "the wall-clock timeout (nccl_tests_timeout) fired", 137: "killed after the timeout"}
         reasons.append(f"mpirun exited {exit_code}" + (f" ({meaning[exit_code]})" if exit_code in meaning else ""))
         status = "fail"
-    return {**verdict, "status": status, "reasons": reasons, "exit_code": exit_code}
+    result: Verdict = {**verdict, "status": status, "reasons": reasons, "exit_code": exit_code}  # type: ignore[typeddict-item]
+    return result

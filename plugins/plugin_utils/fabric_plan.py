@@ -15,10 +15,13 @@ from typing import Any
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
+from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import tier_thresholds
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import CLOUDS, TIERS, Catalog
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 UNKNOWN = "unknown"
+# The profile's sections that describe its hardware: what fabric_findings compares a host's facts with.
+HARDWARE = ("fabric", "gpu", "nics", "sriov")
 DEFAULT_TIER = "best"
 # The one unmanaged code that is the operator's choice (gpufabric_managed: false): reported, not counted.
 EXCLUDED = "excluded"
@@ -100,6 +103,12 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
     }
 
 
+def tier_bandwidth(profile: dict[str, Any], tier: str) -> dict[str, Any]:
+    """The profile's bandwidth block with the thresholds the tier is judged by (none for a baseline tier)."""
+    bandwidth = copy.deepcopy(profile["bandwidth"])
+    return {**bandwidth, "thresholds": tier_thresholds(bandwidth, tier)}
+
+
 def is_managed(hostvars: dict[str, Any]) -> bool:
     """The host var gpufabric_managed (default true): false excludes the host on purpose."""
     value = hostvars.get("gpufabric_managed", True)
@@ -156,6 +165,8 @@ def plan_host(
             "gpus": {},
             "nics": {},
             "sriov": None,
+            "hardware": {},
+            "bandwidth": {},
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -180,6 +191,10 @@ def plan_host(
         # What fabric roles need: NIC names, counts, MTU, RDMA devices of the GPU network and the management NIC.
         "nics": copy.deepcopy(profile["nics"]),
         "sriov": sriov_layout(profile, hostvars) if "sriov" in roles else None,
+        # What fabric_findings compares the host's facts with (the profile's hardware sections, as they are).
+        "hardware": {key: copy.deepcopy(profile[key]) for key in HARDWARE if key in profile},
+        # What nccl_tests judges a run by: the profile's bandwidth with this tier's thresholds only.
+        "bandwidth": tier_bandwidth(profile, tier),
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,

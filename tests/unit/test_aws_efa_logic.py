@@ -6,6 +6,7 @@ library checks on Ubuntu's layout and fi_info parsing."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -85,12 +86,25 @@ def inputs(**overrides):
         "work_dir": "/var/cache/gpufabric/aws-efa",
         "profile": "aws/p5.48xlarge",
         "ld_library_path": CATALOG_LD_PATH,
-        "marker": "",
-        "state": "",
         **DEBIAN12,
     }
     base.update(overrides)
     return base
+
+
+def plan_of(**overrides):
+    """The plan as the role makes it: its settings, the profile and LD_LIBRARY_PATH from the host's plan, the
+    distribution from the facts."""
+    settings = inputs(**overrides)
+    facts = {key: settings.pop(key) for key in ("distribution", "distribution_version", "os_family", "architecture")}
+    host_plan = {"profile": settings.pop("profile"), "env": {"LD_LIBRARY_PATH": settings.pop("ld_library_path")}}
+    return efa.plan(settings, host_plan, facts)
+
+
+def error_of(**overrides):
+    """The one error of the plan."""
+    (error,) = plan_of(**overrides)["errors"]
+    return error
 
 
 # --- Defaults resolve to what the README says -------------------------------------------------------
@@ -105,8 +119,8 @@ def test_default_version_and_checksum_are_the_ones_aws_published():
 
 
 def test_default_url_is_aws_download_location():
-    plan = efa.plan(inputs(version=DEFAULTS["aws_efa_version"], sha256=DEFAULTS["aws_efa_sha256"]))
-    assert plan["error"] == ""
+    plan = plan_of(version=DEFAULTS["aws_efa_version"], sha256=DEFAULTS["aws_efa_sha256"])
+    assert plan["errors"] == plan["warnings"] == []
     assert plan["url"] == "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz"
     assert plan["tarball"] == "/var/cache/gpufabric/aws-efa/aws-efa-installer-1.47.0.tar.gz"
     assert plan["installer_dir"] == "/var/cache/gpufabric/aws-efa/1.47.0/aws-efa-installer"
@@ -134,9 +148,9 @@ def test_no_default_profile_and_mpi_default_matches_the_catalog_path():
 
 
 def test_mirror_base_url_and_explicit_url():
-    mirror = efa.plan(inputs(base_url="https://mirror.example/efa/"))
+    mirror = plan_of(base_url="https://mirror.example/efa/")
     assert mirror["url"] == "https://mirror.example/efa/aws-efa-installer-1.41.0.tar.gz"
-    explicit = efa.plan(inputs(url="file:///srv/efa/custom.tgz"))
+    explicit = plan_of(url="file:///srv/efa/custom.tgz")
     assert explicit["url"] == "file:///srv/efa/custom.tgz"
 
 
@@ -144,37 +158,37 @@ def test_mirror_base_url_and_explicit_url():
 
 
 def test_live_flags_keep_the_module_and_the_installer_check():
-    assert efa.plan(inputs())["flags"] == ["-y", "--skip-limit-conf", "--mpi=openmpi4"]
+    assert plan_of()["flags"] == ["-y", "--skip-limit-conf", "--mpi=openmpi4"]
 
 
 def test_bake_flags_skip_the_device_check():
-    assert efa.plan(inputs(bake=True))["flags"] == ["-y", "--skip-limit-conf", "--no-verify", "--mpi=openmpi4"]
+    assert plan_of(bake=True)["flags"] == ["-y", "--skip-limit-conf", "--no-verify", "--mpi=openmpi4"]
 
 
 def test_container_bake_skips_the_kernel_module():
-    flags = efa.plan(inputs(bake=True, kmod=False))["flags"]
+    flags = plan_of(bake=True, kmod=False)["flags"]
     assert flags == ["-y", "--skip-limit-conf", "--no-verify", "--skip-kmod", "--mpi=openmpi4"]
 
 
 def test_minimal_drops_mpi_and_installs_no_user_space():
-    plan = efa.plan(inputs(minimal=True, mpi=["openmpi4", "openmpi5"]))
+    plan = plan_of(minimal=True, mpi=["openmpi4", "openmpi5"])
     assert plan["flags"] == ["-y", "--skip-limit-conf", "--minimal"]
     assert plan["components"] == []
 
 
 def test_empty_mpi_leaves_the_installer_default_and_extra_flags_come_last():
-    plan = efa.plan(inputs(mpi=[], extra_flags=["-d", "--enable-ngc"]))
+    plan = plan_of(mpi=[], extra_flags=["-d", "--enable-ngc"])
     assert plan["flags"] == ["-y", "--skip-limit-conf", "-d", "--enable-ngc"]
     assert plan["components"] == ["libfabric", "aws-ofi-nccl", "openmpi4", "openmpi5"]
 
 
 def test_skip_plugin_in_extra_flags_drops_the_plugin_component():
-    assert "aws-ofi-nccl" not in efa.plan(inputs(extra_flags=["--skip-plugin"]))["components"]
+    assert "aws-ofi-nccl" not in plan_of(extra_flags=["--skip-plugin"])["components"]
 
 
 @pytest.mark.parametrize("flag", ["--minimal", "-k", "--no-verify", "--mpi=openmpi5", "-u", "--skip-limit-conf"])
 def test_extra_flags_may_not_repeat_the_roles_flags(flag):
-    error = efa.plan(inputs(extra_flags=[flag]))["error"]
+    error = error_of(extra_flags=[flag])
     assert error.startswith(f"aws_efa_extra_flags '{flag}' is managed by the role")
     assert "accepted: other efa_installer.sh options" in error
 
@@ -184,12 +198,12 @@ def test_extra_flags_may_not_repeat_the_roles_flags(flag):
 
 @pytest.mark.parametrize("version", ["latest", "1.41", "v1.41.0", ""])
 def test_version_must_be_a_release(version):
-    error = efa.plan(inputs(version=version))["error"]
+    error = error_of(version=version)
     assert error.startswith(f"aws_efa_version '{version}' is not a release version; accepted: X.Y.Z")
 
 
 def test_empty_checksum_names_where_to_get_it():
-    error = efa.plan(inputs(version="1.99.0", sha256=""))["error"]
+    error = error_of(version="1.99.0", sha256="")
     assert error.startswith("aws_efa_sha256 is empty; accepted: the SHA256 AWS publishes for aws-efa-installer-1.99.0")
     assert efa.VERIFY_DOC in error
     assert "https://efa-installer.amazonaws.com/aws-efa-installer-1.99.0.tar.gz.sig" in error
@@ -197,21 +211,21 @@ def test_empty_checksum_names_where_to_get_it():
 
 
 def test_checksum_must_be_hex():
-    assert efa.plan(inputs(sha256="xyz"))["error"].startswith("aws_efa_sha256 'xyz' is not a SHA256")
+    assert error_of(sha256="xyz").startswith("aws_efa_sha256 'xyz' is not a SHA256")
 
 
 def test_a_version_changed_without_its_checksum_is_caught_before_download():
-    error = efa.plan(inputs(version="1.38.1"))["error"]
+    error = error_of(version="1.38.1")
     assert "is not the checksum AWS published for aws-efa-installer-1.38.1.tar.gz" in error
     assert efa.PUBLISHED_SHA256["1.38.1"] in error
 
 
 def test_an_unpublished_version_with_its_checksum_is_accepted():
-    assert efa.plan(inputs(version="1.99.0", sha256=SHA))["error"] == ""
+    assert plan_of(version="1.99.0", sha256=SHA)["errors"] == []
 
 
 def test_unknown_mpi_flavour():
-    error = efa.plan(inputs(mpi=["mpich"]))["error"]
+    error = error_of(mpi=["mpich"])
     assert error == "aws_efa_mpi 'mpich' is not an Open MPI flavour; accepted: openmpi4, openmpi5"
 
 
@@ -236,44 +250,44 @@ def test_distro_keys(facts, key):
 
 @pytest.mark.parametrize("facts", [DEBIAN12, UBUNTU2204, UBUNTU2404])
 def test_default_version_supports_the_tested_and_ubuntu_distributions(facts):
-    assert efa.plan(inputs(**facts))["error"] == ""
+    assert plan_of(**facts)["errors"] == []
 
 
 def test_1_41_refuses_debian_13_and_names_the_minimum():
-    error = efa.plan(inputs(**DEBIAN13))["error"]
+    error = error_of(**DEBIAN13)
     assert error == "aws_efa_version 1.41.0 does not support Debian 13; accepted: 1.46.0 or newer"
-    assert efa.plan(inputs(version="1.46.0", sha256=efa.PUBLISHED_SHA256["1.46.0"], **DEBIAN13))["error"] == ""
+    assert plan_of(version="1.46.0", sha256=efa.PUBLISHED_SHA256["1.46.0"], **DEBIAN13)["errors"] == []
 
 
 @pytest.mark.parametrize("profile", ["aws/p5.48xlarge", "aws/p6-b200.48xlarge"])
 @pytest.mark.parametrize("facts", [DEBIAN12, DEBIAN13, UBUNTU2204, UBUNTU2404])
 def test_default_version_runs_on_every_tested_distribution_and_instance(facts, profile):
     defaults = {"version": DEFAULTS["aws_efa_version"], "sha256": DEFAULTS["aws_efa_sha256"]}
-    assert efa.plan(inputs(**facts, **defaults, profile=profile))["error"] == ""
+    assert plan_of(**facts, **defaults, profile=profile)["errors"] == []
 
 
 def test_debian_12_needs_1_36():
-    error = efa.plan(inputs(version="1.35.0", sha256=SHA, minimal=True))["error"]
+    error = error_of(version="1.35.0", sha256=SHA, minimal=True)
     assert error == "aws_efa_version 1.35.0 does not support Debian 12; accepted: 1.36.0 or newer"
 
 
 def test_dropped_distributions_name_the_last_version():
     ubuntu2004 = {"distribution": "Ubuntu", "distribution_version": "20.04", "os_family": "Debian"}
-    error = efa.plan(inputs(version="1.43.0", sha256=efa.PUBLISHED_SHA256["1.43.0"], **ubuntu2004))["error"]
+    error = error_of(version="1.43.0", sha256=efa.PUBLISHED_SHA256["1.43.0"], **ubuntu2004)
     assert error == "aws_efa_version 1.43.0 does not support Ubuntu 20.04; accepted: older than 1.43.0"
 
 
 def test_unknown_distribution_lists_the_supported_ones():
-    error = efa.plan(inputs(distribution="Gentoo", distribution_version="2.17"))["error"]
+    error = error_of(distribution="Gentoo", distribution_version="2.17")
     assert error.startswith("Gentoo 2.17 is not supported by the EFA installer; accepted: Ubuntu 20.04")
     assert "Debian 13" in error
 
 
 def test_plugin_needs_1_38_and_minimal_lifts_it():
-    error = efa.plan(inputs(version="1.37.0", sha256=SHA))["error"]
+    error = error_of(version="1.37.0", sha256=SHA)
     assert error.startswith("aws_efa_version 1.37.0 does not bundle aws-ofi-nccl on Debian 12")
     assert "accepted: 1.38.0 or newer, or aws_efa_minimal=true" in error
-    assert efa.plan(inputs(version="1.37.0", sha256=SHA, minimal=True))["error"] == ""
+    assert plan_of(version="1.37.0", sha256=SHA, minimal=True)["errors"] == []
 
 
 def test_plugin_on_arm_and_rhel_9():
@@ -284,18 +298,29 @@ def test_plugin_on_arm_and_rhel_9():
 
 
 def test_p6_b200_needs_the_plugin_that_knows_it():
-    error = efa.plan(inputs(profile="aws/p6-b200.48xlarge"))["error"]
+    error = error_of(profile="aws/p6-b200.48xlarge")
     assert error.startswith("aws_efa_version 1.41.0 is too old for p6-b200.48xlarge")
     assert "accepted: 1.42.0 or newer" in error
     newer = {"version": "1.42.0", "sha256": efa.PUBLISHED_SHA256["1.42.0"]}
-    assert efa.plan(inputs(profile="aws/p6-b200.48xlarge", **newer))["error"] == ""
+    assert plan_of(profile="aws/p6-b200.48xlarge", **newer)["errors"] == []
 
 
 def test_multiarch_directory_only_on_debian_family():
-    assert efa.plan(inputs())["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"
-    arm = efa.plan(inputs(**{**UBUNTU2204, "architecture": "aarch64"}, version="1.99.0", sha256=SHA))
+    assert plan_of()["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"
+    arm = plan_of(**{**UBUNTU2204, "architecture": "aarch64"}, version="1.99.0", sha256=SHA)
     assert arm["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu"
-    assert efa.plan(inputs(**AL2023))["multiarch_plugin_dir"] == ""
+    assert plan_of(**AL2023)["multiarch_plugin_dir"] == ""
+
+
+def test_every_bad_setting_has_its_own_message():
+    errors = plan_of(version="latest", mpi=["mpich"], extra_flags=["-y", "--skip-kmod"])["errors"]
+    assert [error.split(" ", 1)[0] for error in errors] == [
+        "aws_efa_version",
+        "aws_efa_mpi",
+        "aws_efa_extra_flags",
+        "aws_efa_extra_flags",
+    ]
+    assert set(plan_of(version="latest")) == {"errors", "warnings"}
 
 
 # --- Idempotence: the version marker and the role's record ------------------------------------------
@@ -308,27 +333,29 @@ def test_marker_parsing():
 
 
 def test_install_reasons():
-    flags = efa.plan(inputs())["flags"]
+    plan = plan_of()
+    flags = plan["flags"]
     marker = MARKER_1_22.replace("1.22.0", "1.41.0")
     state = '{"version": "1.41.0", "flags": ' + str(flags).replace("'", '"') + "}"
-    assert efa.plan(inputs())["install_reason"].startswith("no EFA software installed")
-    assert efa.plan(inputs(marker=MARKER_1_22))["install_reason"] == (
-        "EFA installer 1.22.0 is installed; the pin is 1.41.0"
-    )
-    assert efa.plan(inputs(marker=marker, state=state))["install_reason"] == ""
+    assert efa.install_decision(plan, "", "")["reason"].startswith("no EFA software installed")
+    assert efa.install_decision(plan, MARKER_1_22, "") == {
+        "installed": "1.22.0",
+        "reason": "EFA installer 1.22.0 is installed; the pin is 1.41.0",
+    }
+    assert efa.install_decision(plan, marker, state) == {"installed": "1.41.0", "reason": ""}
     # A host with the pin preinstalled (e.g. an AMI) and no record of the role is kept.
-    assert efa.plan(inputs(marker=marker))["install_reason"] == ""
-    assert efa.plan(inputs(marker=marker, state=state, minimal=True))["install_reason"].startswith(
+    assert efa.install_decision(plan, marker, "")["reason"] == ""
+    assert efa.install_decision(plan_of(minimal=True), marker, state)["reason"].startswith(
         "installed with flags -y --skip-limit-conf --mpi=openmpi4; the role now runs"
     )
-    assert efa.plan(inputs(marker=marker, state="not json"))["install_reason"] == ""
+    assert efa.install_decision(plan, marker, "not json")["reason"] == ""
 
 
 # --- Libraries where the catalog environment looks ----------------------------------------------------
 
 
 def test_library_candidates_follow_the_catalog_path():
-    assert efa.plan(inputs())["library_candidates"] == [
+    assert plan_of()["library_candidates"] == [
         "/opt/amazon/ofi-nccl/lib/libnccl-net.so",
         "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so",
         "/opt/amazon/efa/lib/libfabric.so.1",
@@ -434,3 +461,34 @@ def test_test_double_installer_is_marked_and_reproducible(tmp_path):
     tarball = builder.build(tmp_path, "1.99.0")
     recorded = (tmp_path / f"{tarball.name}.sha256").read_text(encoding="utf-8").split()[0]
     assert recorded == hashlib.sha256(tarball.read_bytes()).hexdigest()
+
+
+# --- The role's filters -------------------------------------------------------------------------------------
+
+
+def test_the_filters_take_the_plans_and_refuse_what_is_not_their_input():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.gpufabric.cluster.plugins.filter.aws_efa import FilterModule
+    from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import load_catalog
+    from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import plan_host
+
+    filters = FilterModule().filters()
+    host_plan = plan_host({"gpufabric_profile": "aws/p4d.24xlarge"}, load_catalog())
+    settings = {key: value for key, value in inputs().items() if key not in {"profile", "ld_library_path", *DEBIAN12}}
+    plan = filters["aws_efa_plan"](settings, plan=host_plan, facts=DEBIAN12)
+    assert plan == plan_of(profile="aws/p4d.24xlarge") and plan["ld_library_path"] == CATALOG_LD_PATH
+    assert filters["aws_efa_install"](plan, marker=MARKER_1_22)["installed"] == "1.22.0"
+    found = ["/opt/amazon/efa/lib/libfabric.so.1", "/opt/amazon/openmpi/lib/libmpi.so.40"]
+    assert filters["aws_efa_libraries"](plan, found) == efa.library_findings(CATALOG_LD_PATH, found, plan["components"])
+    assert filters["aws_efa_fi_info"](FI_INFO_P4D, host_plan) == efa.fi_info_report(FI_INFO_P4D, 4, "aws/p4d.24xlarge")
+    refusals = [
+        (lambda: filters["aws_efa_plan"]("plan"), "aws_efa_plan expects the role's settings aws_efa__settings"),
+        (lambda: filters["aws_efa_plan"]({}, plan="aws/p5"), "expects the host's plan gpufabric_plan as plan="),
+        (lambda: filters["aws_efa_install"](plan_of(version="x")), "expects a plan without errors"),
+        (lambda: filters["aws_efa_libraries"](plan, "/opt"), "expects found as a list of paths, got str"),
+        (lambda: filters["aws_efa_fi_info"]("", {"profile": "unknown"}), "profile 'unknown' has no GPU NIC count"),
+    ]
+    for call, message in refusals:
+        with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+            call()

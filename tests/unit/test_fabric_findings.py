@@ -149,3 +149,22 @@ def test_inference_says_why_nothing_matches(tmp_path):
     inferred, reason = fabric_findings.infer_profile(facts, catalog)
     assert inferred is None
     assert reason.startswith("no baremetal profile matches this hardware: 8 GPUs (10de:2330), 32 RDMA devices")
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_the_filter_compares_with_the_hardware_of_the_hosts_plan(name, tmp_path):
+    """The role's filter reads no catalog: the plan's hardware gives the findings the whole profile gives."""
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.gpufabric.cluster.plugins.filter.fabric_findings import fabric_findings as the_filter
+    from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import plan_host
+
+    plan = plan_host({"gpufabric_profile": name}, catalog)
+    facts = facts_for(name, tmp_path, Faults(nics_missing=1, modules_missing=("nvidia",)))
+    found = the_filter(facts, plan)
+    assert found == fabric_findings.findings(facts, catalog.get(name))
+    assert {"nic_count", "module"} <= {finding["check"] for finding in found}
+    with pytest.raises(AnsibleFilterError, match=r"profile 'unknown' of gpufabric_plan has no hardware"):
+        the_filter(facts, plan_host({}, catalog))
+    with pytest.raises(AnsibleFilterError, match=r"expects the host's plan gpufabric_plan \(a dictionary\), got str"):
+        the_filter(facts, name)

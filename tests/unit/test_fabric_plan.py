@@ -38,6 +38,21 @@ def test_profile_by_cloud_and_instance_type(catalog):
     assert plan["gpus"] == {"model": "H100-SXM-80GB", "count": 8, "nvswitch": True}
 
 
+def test_the_plan_carries_the_hardware_and_the_tiers_bandwidth_so_no_role_reads_the_catalog(catalog):
+    name = "baremetal/hgx-h100-ib-ndr-sriov"
+    profile = catalog.get(name)
+    best = fabric_plan.plan_host({"gpufabric_profile": name}, catalog)
+    assert best["hardware"] == {key: profile[key] for key in ("fabric", "gpu", "nics", "sriov")}
+    assert best["bandwidth"] == profile["bandwidth"] and best["bandwidth"]["thresholds"]
+    # A copy: a role's change to its plan never reaches the catalog.
+    best["hardware"]["gpu"]["count"] = 0
+    assert catalog.get(name)["gpu"]["count"] == 8
+    # The catalog's thresholds measure the fabric (tier best); a baseline tier is judged without them.
+    standard = fabric_plan.plan_host({"gpufabric_profile": name}, catalog, tier="standard")
+    assert standard["bandwidth"] == {**profile["bandwidth"], "thresholds": []}
+    assert "sriov" not in fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)["hardware"]
+
+
 def test_explicit_profile_wins_over_cloud_and_type(catalog):
     hostvars = {
         "gpufabric_profile": "baremetal/hgx-h100-ib-ndr",
@@ -82,6 +97,7 @@ def test_unknown_host_is_shown_as_unknown_with_a_warning(catalog, hostvars, warn
     assert "apply and drift leave this host alone and report it NOT MANAGED" in plan["warnings"][0]
     assert plan["unmanaged"] == {"code": "unknown_profile" if hostvars else "no_profile", "reason": ANY}
     assert plan["unmanaged"]["reason"] in plan["warnings"][0]
+    assert (plan["hardware"], plan["bandwidth"]) == ({}, {})
 
 
 @pytest.mark.parametrize("flag", [False, "false", "no"])

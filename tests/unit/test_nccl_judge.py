@@ -18,6 +18,8 @@ CATALOG = plugin_utils("fabric_catalog").load_catalog()
 NDR = CATALOG.get("baremetal/hgx-h100-ib-ndr")
 ROCE = CATALOG.get("baremetal/hgx-h100-roce-400g")
 A3MEGA = CATALOG.get("gcp/a3-megagpu-8g")
+# What the role judges by: the host's plan (the tier's thresholds, the GPU count).
+NDR_PLAN = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, CATALOG)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 RESULT_KEYS = {"status", "collective", "nodes", "algo", "threshold", "measured_busbw", "largest_size", "reasons"}
 
@@ -204,13 +206,19 @@ def test_ansible_filters():
     filters = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.nccl_tests")
     table = filters.FilterModule().filters()
     runs = table["nccl_parse"]((FIXTURES / "v2_13_all_reduce_2node.txt").read_text())
-    assert table["nccl_judge"](runs[0], NDR, "2")["status"] == "pass"
+    assert table["nccl_judge"](runs[0], NDR_PLAN, "2")["status"] == "pass"
+    assert table["nccl_judge"](runs[0], NDR_PLAN, "2") == judge(runs[0], NDR, 2)
+    # The plan's GPU count is the one the ranks are checked against.
+    fewer = {**NDR_PLAN, "gpus": {**NDR_PLAN["gpus"], "count": 4}}
+    assert "16 ranks, but 2 node(s) x 4 GPUs is 8" in table["nccl_judge"](runs[0], fewer, 2)["reasons"]
     from ansible.errors import AnsibleFilterError
 
     with pytest.raises(AnsibleFilterError):
-        table["nccl_judge"](runs, NDR, 2)
+        table["nccl_judge"](runs, NDR_PLAN, 2)
     with pytest.raises(AnsibleFilterError):
-        table["nccl_judge"](runs[0], NDR, "two")
+        table["nccl_judge"](runs[0], NDR_PLAN, "two")
+    with pytest.raises(AnsibleFilterError, match="expects the host's plan gpufabric_plan"):
+        table["nccl_judge"](runs[0], "baremetal/hgx-h100-ib-ndr", 2)
 
 
 def test_the_parse_filter_keeps_the_limits_and_says_when_an_output_is_too_large():
@@ -222,7 +230,7 @@ def test_the_parse_filter_keeps_the_limits_and_says_when_an_output_is_too_large(
     (run,) = table["nccl_parse"](" " * (limit + 1))
     assert "over the limit of 8388608 (8 MiB)" in run["errors"][0]
     # Verdict of a run the parser refused: a fail with the limit quoted.
-    verdict = table["nccl_judge"](run, NDR, 2)
+    verdict = table["nccl_judge"](run, NDR_PLAN, 2)
     assert verdict["status"] == "fail" and "over the limit" in " ".join(verdict["reasons"])
     assert table["nccl_over_limit"](limit) == ""
     assert table["nccl_over_limit"](str(limit + 1)).startswith(f"{limit + 1} bytes, over the limit")

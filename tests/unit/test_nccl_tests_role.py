@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The nccl_tests role's defaults agree with the published pin and the README, playbooks/verify.yml feeds the
-role, the filter dispatches, and the molecule test double's synthetic outputs are judged as the scenario expects."""
+role, its filters check their inputs, and the molecule test double's synthetic outputs are judged as the scenario
+expects."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ run = module_utils("nccl_tests_run")
 parser = module_utils("nccl_output")
 judge = module_utils("nccl_judge")
 catalog = plugin_utils("fabric_catalog").load_catalog()
+fabric_plan = plugin_utils("fabric_plan")
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "nccl_tests"
@@ -39,10 +41,13 @@ def test_default_version_and_checksum_are_the_published_pin_and_documented():
     )
     for fact in (version, sha256, run.CHECKSUM_SOURCE, run.tarball_url(run.DEFAULT_BASE_URL, version)):
         assert fact in README, f"README does not state {fact}"
-    assert run.install_plan({**_install_inputs(), "version": version, "sha256": sha256})["error"] == ""
+    assert run.plan({**_install_settings(), "version": version, "sha256": sha256}, None, FACTS)["errors"] == []
 
 
-def _install_inputs():
+FACTS = {"os_family": "Debian", "architecture": "x86_64"}
+
+
+def _install_settings():
     return {
         "install": DEFAULTS["nccl_tests_install"],
         "base_url": DEFAULTS["nccl_tests_base_url"],
@@ -55,8 +60,6 @@ def _install_inputs():
         "nccl_home": DEFAULTS["nccl_tests_nccl_home"],
         "make_jobs": DEFAULTS["nccl_tests_make_jobs"],
         "make_args": DEFAULTS["nccl_tests_make_args"],
-        "os_family": "Debian",
-        "architecture": "x86_64",
     }
 
 
@@ -93,7 +96,6 @@ def test_default_sizes_parse_and_defaults_make_a_valid_run():
             "hosts": ["a"],
             "bin_dir": "/opt/nccl-tests/2.17.6/build",
             "bandwidth": catalog.get(PROFILE)["bandwidth"],
-            "tier": "best",
         }
     )
     assert plan["error"] == ""
@@ -118,20 +120,38 @@ def test_verify_playbook_runs_the_role_with_the_plan():
     assert "nccl_tests_results_dir" in include["vars"]
 
 
-def _load_filter():
-    spec = importlib.util.spec_from_file_location("nccl_tests_run_filter", REPO / "plugins/filter/nccl_tests_run.py")
+def _filters():
+    spec = importlib.util.spec_from_file_location("nccl_tests_filters", REPO / "plugins/filter/nccl_tests.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.FilterModule().filters()["nccl_tests_run"]
+    return module.FilterModule().filters()
 
 
-def test_filter_dispatches_and_reads_the_whole_catalog_profile():
-    nccl_tests_run = _load_filter()
-    profile = nccl_tests_run("baremetal/hgx-h100-ib-ndr", "profile")
-    assert profile["bandwidth"]["thresholds"] == catalog.get("baremetal/hgx-h100-ib-ndr")["bandwidth"]["thresholds"]
-    assert nccl_tests_run("no/such", "profile") == {}
-    assert nccl_tests_run({"status": "pass", "reasons": []}, "verdict", exit_code=7)["status"] == "fail"
-    assert "accepted: install, run, profile, verdict" in _error(lambda: nccl_tests_run({}, "plot"))
+def test_the_filters_read_the_plan_not_the_catalog_and_refuse_what_is_not_their_input():
+    filters = _filters()
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": PROFILE}, catalog)
+    settings = {
+        **_install_settings(),
+        "version": DEFAULTS["nccl_tests_version"],
+        "sha256": DEFAULTS["nccl_tests_sha256"],
+    }
+    install = filters["nccl_tests_plan"](settings, plan=host_plan, facts=FACTS)
+    assert install == run.plan(settings, host_plan, FACTS)
+    assert install["errors"] == []
+    assert filters["nccl_tests_verdict"]({"status": "pass", "reasons": []}, exit_code=7)["status"] == "fail"
+    assert filters["nccl_tests_verdict"]({"status": "pass", "reasons": []})["exit_code"] is None
+    assert "nccl_tests_plan expects the role's settings nccl_tests__settings (a dictionary), got str" in _error(
+        lambda: filters["nccl_tests_plan"]("install")
+    )
+    assert "expects the host's plan gpufabric_plan as plan= (a dictionary), got str" in _error(
+        lambda: filters["nccl_tests_run_plan"]({}, install, ["a"], ["a"], plan=PROFILE)
+    )
+    assert "expects hosts as a list, got str" in _error(
+        lambda: filters["nccl_tests_run_plan"]({}, install, "a", ["a"], plan=host_plan)
+    )
+    assert "exit_code must be an integer, got 'x'" in _error(lambda: filters["nccl_tests_verdict"]({}, exit_code="x"))
+    # nccl_judge takes the host plan: the tier's thresholds and the GPU count.
+    assert "expects the host's plan gpufabric_plan" in _error(lambda: filters["nccl_judge"]({}, PROFILE, 1))
 
 
 def _error(call) -> str:
@@ -168,7 +188,10 @@ def test_test_double_replays_are_judged_as_the_scenario_expects(test_double, wro
     (parsed,) = parser.parse_runs(build.replay(wrong_at))
     assert parsed["complete"] and parsed["nranks"] == 8 and parsed["errors"] == []
     assert parsed["rows"][-1]["size"] == 17179869184
-    verdict = judge.judge(parsed, catalog.get("baremetal/hgx-h100-ib-ndr"), 1, "default")
+    # As the role judges it: against the host's plan (the tier's thresholds, the GPU count).
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": PROFILE}, catalog)
+    verdict = _filters()["nccl_judge"](parsed, host_plan, 1, "default")
+    assert verdict == judge.judge(parsed, catalog.get(PROFILE), 1, "default")
     assert verdict["status"] == status
     assert verdict["measured_busbw"] > 460
     if wrong_at:

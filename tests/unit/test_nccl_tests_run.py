@@ -11,6 +11,7 @@ from gpufabric.collection import module_utils, plugin_utils
 
 run = module_utils("nccl_tests_run")
 catalog = plugin_utils("fabric_catalog").load_catalog()
+fabric_plan = plugin_utils("fabric_plan")
 NDR = catalog.get("baremetal/hgx-h100-ib-ndr")
 SHA = "a" * 64
 
@@ -37,6 +38,13 @@ def install_inputs(**changes):
     return {**inputs, **changes}
 
 
+def install_plan(**changes):
+    """The install plan of the role's settings; the distribution comes from the facts, as in the role."""
+    settings = install_inputs(**changes)
+    facts = {key: settings.pop(key) for key in ("os_family", "architecture")}
+    return run.plan(settings, None, facts)
+
+
 def run_inputs(**changes):
     inputs = {
         "collectives": ["all_reduce"],
@@ -61,7 +69,6 @@ def run_inputs(**changes):
         "output_dir": "/var/lib/gpufabric/nccl-tests",
         "mpirun": "mpirun",
         "mpirun_args": [],
-        "tier": "best",
         "bandwidth": NDR["bandwidth"],
         "timeout_flag": True,
         "version": "2.17.6",
@@ -73,8 +80,8 @@ def run_inputs(**changes):
 
 
 def test_default_release_is_spacks_published_pin():
-    plan = run.install_plan(install_inputs())
-    assert plan["error"] == ""
+    plan = install_plan()
+    assert plan["errors"] == plan["warnings"] == []
     assert plan["url"] == "https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz"
     assert plan["sha256"] == "38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0"
     assert plan["install_dir"] == "/opt/nccl-tests/2.17.6"
@@ -95,7 +102,7 @@ def test_default_release_is_spacks_published_pin():
     ],
 )
 def test_make_argv_is_an_mpi_build_with_the_distributions_open_mpi(os_family, architecture, mpi_home):
-    plan = run.install_plan(install_inputs(os_family=os_family, architecture=architecture))
+    plan = install_plan(os_family=os_family, architecture=architecture)
     assert plan["make_argv"] == [
         "make",
         "-j",
@@ -109,7 +116,7 @@ def test_make_argv_is_an_mpi_build_with_the_distributions_open_mpi(os_family, ar
 
 
 def test_explicit_mpi_home_and_extra_make_args():
-    plan = run.install_plan(install_inputs(mpi_home="/opt/hpcx/ompi/", make_args=["NVCC_GENCODE=-gencode=x"]))
+    plan = install_plan(mpi_home="/opt/hpcx/ompi/", make_args=["NVCC_GENCODE=-gencode=x"])
     assert plan["make_argv"][4] == "MPI_HOME=/opt/hpcx/ompi"
     assert plan["make_argv"][-1] == "NVCC_GENCODE=-gencode=x"
 
@@ -132,31 +139,46 @@ def test_explicit_mpi_home_and_extra_make_args():
     ],
 )
 def test_bad_install_input_names_the_value_the_variable_and_what_is_accepted(changes, message):
-    assert message in run.install_plan(install_inputs(**changes))["error"]
+    plan = install_plan(**changes)
+    (error,) = plan["errors"]
+    assert message in error
+    assert set(plan) == {"errors", "warnings", "install"}
+
+
+def test_every_bad_install_setting_has_its_own_message():
+    errors = install_plan(version="latest", make_jobs=0, make_args=["MPI=0", "CUDA_HOME=/x"], os_family="Suse")[
+        "errors"
+    ]
+    assert [error.split(" ", 1)[0] for error in errors] == [
+        "nccl_tests_version",
+        "nccl_tests_make_jobs",
+        "nccl_tests_make_args",
+        "nccl_tests_make_args",
+        "nccl_tests_mpi_home",
+    ]
+    assert install_plan(install="apt", collectives=[])["errors"] == [
+        "nccl_tests_install 'apt' is not an install method; accepted: source, path",
+        "nccl_tests_collectives [] must be a non-empty list; accepted: " + ", ".join(run.COLLECTIVES),
+    ]
 
 
 def test_a_mirror_may_serve_the_release_under_its_own_checksum():
     """A site's own tarball of a published version (another URL) is taken on its checksum."""
-    plan = run.install_plan(install_inputs(sha256=SHA, url="https://mirror.example/nccl-tests-2.17.6.tar.gz"))
-    assert plan["error"] == ""
+    plan = install_plan(sha256=SHA, url="https://mirror.example/nccl-tests-2.17.6.tar.gz")
+    assert plan["errors"] == []
     assert plan["url"] == "https://mirror.example/nccl-tests-2.17.6.tar.gz"
 
 
 def test_a_test_double_version_and_old_releases_know_about_the_timeout_flag():
-    assert run.install_plan(install_inputs(version="0.0.0-test", sha256=SHA))["timeout_flag"] is False
-    assert (
-        run.install_plan(install_inputs(version="2.13.6", sha256=run.PUBLISHED_SHA256["2.13.6"]))["timeout_flag"]
-        is False
-    )
+    assert install_plan(version="0.0.0-test", sha256=SHA)["timeout_flag"] is False
+    assert install_plan(version="2.13.6", sha256=run.PUBLISHED_SHA256["2.13.6"])["timeout_flag"] is False
 
 
 def test_path_install_checks_the_given_directory():
-    plan = run.install_plan(install_inputs(install="path", bin_dir="/usr/local/bin/"))
+    plan = install_plan(install="path", bin_dir="/usr/local/bin/")
     assert plan["binaries"] == ["/usr/local/bin/all_reduce_perf", "/usr/local/bin/all_gather_perf"]
-    assert (
-        "nccl_tests_bin_dir '' must be the absolute directory"
-        in run.install_plan(install_inputs(install="path"))["error"]
-    )
+    (error,) = install_plan(install="path")["errors"]
+    assert "nccl_tests_bin_dir '' must be the absolute directory" in error
 
 
 # --- sizes and thresholds ------------------------------------------------------------------------------------
@@ -307,10 +329,29 @@ def test_four_node_run_takes_the_first_nodes_uses_rings_and_nccls_timeout():
 
 
 def test_standard_tier_is_judged_without_the_fabric_thresholds():
-    plan = run.run_plan(run_inputs(tier="standard"))
-    assert plan["bandwidth"]["thresholds"] == []
+    # The host plan's bandwidth holds the tier's thresholds (tests/unit/test_fabric_plan.py): none for standard.
+    standard = fabric_plan.plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, catalog, tier="standard")
+    assert standard["bandwidth"]["thresholds"] == run.tier_thresholds(NDR["bandwidth"], "standard") == []
+    assert run.tier_thresholds(NDR["bandwidth"], "best") == NDR["bandwidth"]["thresholds"]
+    plan = run.run_plan(run_inputs(bandwidth=standard["bandwidth"]))
     assert plan["runs"][0]["max_bytes"] == run.FALLBACK_MAX_BYTES
-    assert run.run_plan(run_inputs())["bandwidth"]["thresholds"] == NDR["bandwidth"]["thresholds"]
+    assert run.run_plan(run_inputs())["runs"][0]["max_bytes"] == 16 * 1024**3
+
+
+def test_the_role_plans_its_runs_from_its_settings_the_install_and_the_host_plan():
+    """run(): what the role passes (settings, install plan, nodes, host plan, facts) reaches run_plan()."""
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, catalog)
+    inputs = run_inputs()
+    settings = {key: inputs[key] for key in run.RUN_SETTINGS if key != "warmup_iters"}
+    settings.update(warmup_iters=inputs["warmup"], gpus_per_node=0)
+    install = install_plan(collectives=["all_reduce"])
+    planned = run.run(settings, install, ["node-a"], ["10.0.0.1"], host_plan, {"env": inputs["current_env"]})
+    expected = run.run_plan(
+        {**inputs, "profile_env": host_plan["env"], "bandwidth": host_plan["bandwidth"], "bin_dir": install["bin_dir"]}
+    )
+    assert planned == expected
+    assert planned["error"] == "" and planned["gpus_per_node"] == host_plan["gpus"]["count"] == 8
+    assert run.run({**settings, "gpus_per_node": 4}, install, ["node-a"], ["10.0.0.1"], host_plan)["gpus_per_node"] == 4
 
 
 @pytest.mark.parametrize(
