@@ -14,8 +14,18 @@ def _dict(value, what):
     return value
 
 
-def gcp_gpudirect_rdma_plan(facts, catalog, settings):
-    return gib.plan(_dict(facts, "ansible_facts"), _dict(catalog, "the fabric plan"), _dict(settings, "settings"))
+def gcp_gpudirect_rdma_plan(settings, plan=None, facts=None):
+    for what, value, accepted in (
+        ("its input", settings, "gcp_gpudirect_rdma__settings, the role's variables without the prefix"),
+        ("plan=", plan, "gpufabric_plan, the host's plan"),
+        ("facts=", facts, "ansible_facts"),
+    ):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"gcp_gpudirect_rdma_plan: {what} is {type(value).__name__} {value!r:.80}; "
+                f"accepted: {accepted} (a dictionary)"
+            )
+    return gib.plan(settings, plan, facts)
 
 
 def gcp_gpudirect_rdma_nic_findings(hardware, nics):

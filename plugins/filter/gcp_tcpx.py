@@ -7,51 +7,61 @@ author: gpufabric developers
 version_added: "0.4.0"
 short_description: Compute what the gcp_tcpx role installs and runs on a GPUDirect-TCPX VM
 description:
-  - Takes the host's facts, the profile's fabric plan and the gcp_tcpx role's settings and returns the
-    container runtime packages, the image references pinned by digest, the RxDM unit's command line, the
-    device nodes, the firewall interfaces and the paths the catalog environment points at.
+  - Takes the gcp_tcpx role's settings, the host's plan and its facts and returns the container runtime
+    packages, the image references pinned by digest, the RxDM unit's command line, the device nodes, the
+    firewall interfaces and the paths the catalog environment points at.
   - Returns C(errors), one clear message per bad input; the role fails on them before it changes anything.
-positional: fabric_plan, settings
+  - Fails (a filter error) when the settings, C(plan) or C(facts) is not a dictionary.
+positional: plan, facts
 options:
   _input:
-    description: The host's C(ansible_facts) (os_family, distribution, distribution_major_version).
+    description: The role's variables without the C(gcp_tcpx_) prefix (C(gcp_tcpx__settings)).
     type: dict
     required: true
-  fabric_plan:
-    description: The C(gpufabric.cluster.fabric_plan) lookup result for the profile, tier C(best).
+  plan:
+    description:
+      - The host's plan, C(gpufabric_plan) (profile, fabric, env, gpus, nics). This filter needs it.
     type: dict
-    required: true
-  settings:
-    description: The role's variables without the C(gcp_tcpx_) prefix.
+  facts:
+    description:
+      - The host's C(ansible_facts) (os_family, distribution, distribution_major_version). This filter needs them.
     type: dict
-    required: true
 """
 
 EXAMPLES = r"""
 - name: Plan GPUDirect-TCPX
   ansible.builtin.set_fact:
-    gcp_tcpx__plan: "{{ ansible_facts | gpufabric.cluster.gcp_tcpx_plan(gcp_tcpx__fabric, gcp_tcpx__settings) }}"
+    gcp_tcpx__plan: >-
+      {{ gcp_tcpx__settings | gpufabric.cluster.gcp_tcpx_plan(plan=gpufabric_plan, facts=ansible_facts) }}
 """
 
 RETURN = r"""
 _value:
   description:
     - Keys C(errors), C(warnings), C(runtime) (name, binary, service, packages for
-      C(gpufabric.cluster.vendor_packages)), C(images) (reference, tagged per C(rxdm) and C(plugin)), C(devices),
-      C(interfaces), C(mtu), C(firewall_interfaces),
-      C(nvidia) (staged, mount_dir, libraries, link), C(rxdm_exec), C(installer_argv), C(stamp) and paths.
+      C(gpufabric.cluster.vendor_packages)), C(images) (reference, tagged per C(rxdm) and C(plugin)), C(gpu_count),
+      C(devices), C(interfaces), C(mtu), C(firewall_interfaces), C(iptables), C(plugin_dir), C(uds_path),
+      C(uds_runtime_directory), C(nvidia) (staged, mount_dir, libraries, link), C(rxdm_exec_lines), C(rxdm_args),
+      C(installer_argv), C(container) and C(stamp) (module_utils/gcp_tcpx.py GcpTcpxPlan).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_tcpx import plan
+from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_tcpx import plan as plan_tcpx
 
 
-def gcp_tcpx_plan(facts, fabric_plan, settings):
-    if not all(isinstance(value, dict) for value in (facts, fabric_plan, settings)):
-        raise AnsibleFilterError("gcp_tcpx_plan expects ansible_facts, the fabric plan and a settings dictionary")
-    return plan(facts, fabric_plan, settings)
+def gcp_tcpx_plan(settings, plan=None, facts=None):
+    for what, value, accepted in (
+        ("its input", settings, "gcp_tcpx__settings, the role's variables without the prefix"),
+        ("plan=", plan, "gpufabric_plan, the host's plan"),
+        ("facts=", facts, "ansible_facts"),
+    ):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"gcp_tcpx_plan: {what} is {type(value).__name__} {value!r:.80}; accepted: {accepted} (a dictionary)"
+            )
+    return plan_tcpx(settings, plan, facts)
 
 
 class FilterModule:

@@ -5,36 +5,38 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_tcpxo import (
-    env_differences,
-    nic_findings,
-    packages,
-    plan,
-)
+from ansible_collections.gpufabric.cluster.plugins.module_utils import gcp_tcpxo as tcpxo
 
 
-def gcp_tcpxo_plan(facts, settings, catalog):
-    if not all(isinstance(value, dict) for value in (facts, settings, catalog)):
-        raise AnsibleFilterError("gcp_tcpxo_plan expects ansible_facts, a settings dictionary and a catalog plan")
-    return plan(facts, settings, catalog)
+def gcp_tcpxo_plan(settings, plan=None, facts=None):
+    for what, value, accepted in (
+        ("its input", settings, "gcp_tcpxo__settings, the role's variables without the prefix"),
+        ("plan=", plan, "gpufabric_plan, the host's plan"),
+        ("facts=", facts, "ansible_facts"),
+    ):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"gcp_tcpxo_plan: {what} is {type(value).__name__} {value!r:.80}; accepted: {accepted} (a dictionary)"
+            )
+    return tcpxo.plan(settings, plan, facts)
 
 
 def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
     if not isinstance(hardware, dict) or not isinstance(interfaces, list):
         raise AnsibleFilterError("gcp_tcpxo_nic_findings expects gpufabric_hardware facts and a list of interfaces")
-    return nic_findings(hardware, [str(name) for name in interfaces], int(mtu or 0))
+    return tcpxo.nic_findings(hardware, [str(name) for name in interfaces], int(mtu or 0))
 
 
 def gcp_tcpxo_packages(settings, distro_packages):
     if not isinstance(settings, dict) or not isinstance(distro_packages, list):
         raise AnsibleFilterError("gcp_tcpxo_packages expects the settings and a list of distribution packages")
-    return packages(settings, [str(name) for name in distro_packages])
+    return tcpxo.packages(settings, [str(name) for name in distro_packages])
 
 
 def gcp_tcpxo_env_differences(script, env, lib_dir):
     if not isinstance(script, str) or not isinstance(env, dict):
         raise AnsibleFilterError("gcp_tcpxo_env_differences expects the script text and the catalog env")
-    return env_differences(script, {str(k): str(v) for k, v in env.items()}, str(lib_dir))
+    return tcpxo.env_differences(script, {str(k): str(v) for k, v in env.items()}, str(lib_dir))
 
 
 class FilterModule:

@@ -11,8 +11,14 @@ plugins/filter/gcp_gpudirect_rdma.py.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import (
+    TRANSPORT_PACKAGE,
+    no_profile,
+    transport_needed,
+    transport_packages,
+)
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
@@ -20,8 +26,6 @@ FABRIC = "gpudirect_rdma"
 # Profiles of the built-in catalog with this fabric (named in error messages only).
 BUILTIN_PROFILES = ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g")
 PACKAGE = "nccl-gib"
-TRANSPORT_PACKAGE = "apt-transport-artifact-registry"
-TRANSPORT_SCHEME = "ar+https://"
 # Distributions and releases the role installs on: APT systems GCP offers for A3 Ultra and A4.
 SUPPORTED = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 REPO_SCHEMES = ("ar+https://", "https://", "http://", "file:")
@@ -60,11 +64,6 @@ def os_error(distribution: str, version: str, major_version: str) -> str | None:
     return None
 
 
-def transport_needed(url: str) -> bool:
-    """apt needs the Artifact Registry transport only for ar+https:// repositories."""
-    return url.strip().lower().startswith(TRANSPORT_SCHEME)
-
-
 def keyring_error(variable: str, path: str) -> str | None:
     """apt reads a Signed-By keyring by its extension: .asc armored, .gpg binary; the path must be absolute."""
     if not path.startswith("/") or not path.endswith((".asc", ".gpg")):
@@ -73,7 +72,54 @@ def keyring_error(variable: str, path: str) -> str | None:
     return None
 
 
-def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, errors: list[str]) -> dict[str, Any]:
+class Repo(TypedDict):
+    name: str  # the deb822 source's file name (without .sources)
+    url: str
+    suite: str
+    components: list[str]
+    key_url: str
+    key_src: str  # a key file on the controller, instead of key_url
+    key_checksum: str  # "sha256:<hex>" or ""
+    key_fingerprints: list[str]
+    key_variable: str  # the role variable that holds key_fingerprints, for repo_key's messages
+    keyring: str
+
+
+class Package(TypedDict):
+    name: str
+    version: str
+    spec: str  # name=version
+
+
+class Install(TypedDict):
+    """The arguments of one gpufabric.cluster.vendor_packages run."""
+
+    repositories: list[dict[str, Any]]
+    packages: list[dict[str, Any]]
+
+
+class GcpGpudirectRdmaPlan(TypedDict):
+    profile: str
+    errors: list[str]
+    warnings: list[str]
+    transport: bool  # the gIB repository is ar+https:// and needs the Artifact Registry transport first
+    repos: list[Repo]  # transport first when needed, then gIB
+    gib_repo: Repo
+    transport_repo: Repo | None
+    packages: list[Package]  # nccl-gib at its pin
+    transport_packages: list[Package]
+    holds: list[str]
+    pending: list[str]  # packages not installed at their pin yet (needs facts.packages)
+    transport_install: Install | None
+    gib_install: Install
+    env: dict[str, str]  # the catalog environment of the profile
+    lib_dirs: list[str]  # the env's LD_LIBRARY_PATH entries
+    plugin_pattern: str  # file name pattern of the NCCL net plugin in lib_dirs
+    files: list[str]  # absolute files the env names, checked after install
+    nics: dict[str, Any]  # the profile's NICs
+
+
+def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, errors: list[str]) -> Repo:
     """One repository's coordinates from the role settings; errors name the role variable.
 
     The names are gcp_tcpxo's: <prefix>repo_url/_suite/_components and <key_prefix>key_url/_src/_checksum/
@@ -115,11 +161,11 @@ def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, err
     }
 
 
-def _package(name: str, version: str) -> dict[str, str]:
+def _package(name: str, version: str) -> Package:
     return {"name": name, "version": version, "spec": f"{name}={version}"}
 
 
-def _install(repo: dict[str, Any], packages: list[dict[str, str]]) -> dict[str, Any]:
+def _install(repo: Repo, packages: list[dict[str, Any]]) -> Install:
     """One gpufabric.cluster.vendor_packages run: the repository's deb822 source and its packages, pinned and held."""
     source = {
         "name": repo["name"],
@@ -128,7 +174,7 @@ def _install(repo: dict[str, Any], packages: list[dict[str, str]]) -> dict[str, 
         "components": repo["components"],
         "signed_by": repo["keyring"],
     }
-    return {"repositories": [source], "packages": [{"name": p["name"], "version": p["version"]} for p in packages]}
+    return {"repositories": [source], "packages": packages}
 
 
 def _lib_dirs(env: dict[str, str]) -> list[str]:
@@ -145,23 +191,23 @@ def env_errors(env: dict[str, str], profile: str) -> list[str]:
     ]
 
 
-def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> GcpGpudirectRdmaPlan:
     """What the role installs and checks on this host, plus every reason it must refuse to start.
 
-    facts: ansible_facts (distribution, distribution_version, distribution_major_version and,
-    after package_facts, packages). catalog: the fabric_plan lookup for the profile.
-    settings: the role's variables without the gcp_gpudirect_rdma_ prefix.
+    settings: the role's variables without the gcp_gpudirect_rdma_ prefix. host_plan: the host's plan,
+    gpufabric_plan (profile, fabric, env, nics). facts: ansible_facts (distribution, distribution_version,
+    distribution_major_version and, after package_facts, packages).
     """
     errors: list[str] = []
-    profile = str(settings.get("profile") or "")
-    if catalog.get("profile") == "unknown":
+    profile = str(host_plan.get("profile") or "")
+    if profile == "unknown":
         errors.append(
-            f"profile {profile!r} is not in the fabric catalog; accepted: a profile whose "
+            f"{no_profile(host_plan)}; accepted: a profile whose "
             f"fabric is {FABRIC} ({', '.join(BUILTIN_PROFILES)} in the built-in catalog)"
         )
-    elif catalog.get("fabric") != FABRIC:
+    elif host_plan.get("fabric") != FABRIC:
         errors.append(
-            f"profile {profile!r} has fabric {catalog.get('fabric')!r}; this role serves "
+            f"profile {profile!r} has fabric {host_plan.get('fabric')!r}; this role serves "
             f"{FABRIC} only, accepted: {', '.join(BUILTIN_PROFILES)} (gIB's NCCL_NET=gIB breaks NCCL elsewhere)"
         )
     error = os_error(
@@ -185,7 +231,9 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
     transport = transport_needed(gib["url"])
     repos = [gib]
     packages = [_package(PACKAGE, version)]
-    transport_packages: list[dict[str, str]] = []
+    transport_versioned: list[Package] = []
+    # The transport's own vendor_packages run, before gIB's: apt reads an ar+https:// source only once it is installed.
+    transport_install: Install | None = None
     if transport:
         transport_repo = _repo(settings, "ar_transport_", "ar_transport_", "gpufabric-gib-transport", errors)
         transport_version = str(settings.get("ar_transport_version") or "")
@@ -197,34 +245,37 @@ def plan(facts: dict[str, Any], catalog: dict[str, Any], settings: dict[str, Any
                 "or set gcp_gpudirect_rdma_repo_url to a mirror or https:// repository that needs no transport"
             )
         else:
-            transport_packages = [_package(TRANSPORT_PACKAGE, transport_version)]
+            transport_versioned = [_package(TRANSPORT_PACKAGE, transport_version)]
+        transport_install = _install(
+            transport_repo, transport_packages(transport_version) if transport_versioned else []
+        )
         repos.insert(0, transport_repo)
 
-    env = {str(key): str(value) for key, value in (catalog.get("env") or {}).items()}
+    env = {str(key): str(value) for key, value in (host_plan.get("env") or {}).items()}
     lib_dirs = _lib_dirs(env)
-    if catalog.get("fabric") == FABRIC:
+    if host_plan.get("fabric") == FABRIC:
         errors += env_errors(env, profile)
     files = [env[name] for name in FILE_VARIABLES if env.get(name, "").startswith("/")]
     installed = facts.get("packages") or {}
     return {
         "profile": profile,
         "errors": errors,
+        "warnings": [],
         "transport": transport,
         "repos": repos,
         "gib_repo": gib,
         "transport_repo": repos[0] if transport else None,
         "packages": packages,
-        "transport_packages": transport_packages,
-        "holds": [package["name"] for package in transport_packages + packages],
-        "pending": pending(transport_packages + packages, installed),
-        # The vendor_packages runs, transport first: apt reads an ar+https:// source only once it is installed.
-        "transport_install": _install(repos[0], transport_packages) if transport else None,
-        "gib_install": _install(gib, packages),
+        "transport_packages": transport_versioned,
+        "holds": [package["name"] for package in transport_versioned + packages],
+        "pending": pending([*transport_versioned, *packages], installed),
+        "transport_install": transport_install,
+        "gib_install": _install(gib, [{"name": PACKAGE, "version": version}]),
         "env": env,
         "lib_dirs": lib_dirs,
         "plugin_pattern": PLUGIN_PATTERN,
         "files": files,
-        "nics": catalog.get("nics") or {},
+        "nics": host_plan.get("nics") or {},
     }
 
 

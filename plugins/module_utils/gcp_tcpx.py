@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
@@ -18,6 +18,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     TAG,
     image_reference,
 )
+from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import no_profile
 
 FABRIC = "tcpx"
 RUNTIMES = ("podman", "docker")
@@ -162,27 +163,68 @@ def _path_list(value: Any) -> list[str]:
     return [part for part in str(value or "").split(":") if part]
 
 
-def _profile_errors(fabric_plan: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    profile = fabric_plan.get("profile", "unknown")
-    name = settings.get("profile")
-    if profile == "unknown":
-        return [f"profile {name!r} is not in the fabric catalog; `gpufabric catalog list` shows the accepted names"]
-    if fabric_plan.get("fabric") != FABRIC:
+def _profile_errors(host_plan: dict[str, Any]) -> list[str]:
+    name = host_plan.get("profile", "unknown")
+    if name == "unknown":
+        return [f"{no_profile(host_plan)}; `gpufabric catalog list` shows the accepted names"]
+    if host_plan.get("fabric") != FABRIC:
         return [
-            f"profile {name!r} has fabric {fabric_plan.get('fabric')!r}; this role serves only fabric "
+            f"profile {name!r} has fabric {host_plan.get('fabric')!r}; this role serves only fabric "
             "'tcpx' profiles (gcp/a3-highgpu-8g, gcp/a3-edgegpu-8g in the built-in catalog)"
         ]
     return []
 
 
-def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+class RuntimePlan(TypedDict):
+    name: str  # podman or docker
+    binary: str
+    service: str | None  # the daemon the runtime needs (docker.service), None for podman
+    packages: list[dict[str, Any]]  # gpufabric.cluster.vendor_packages' layout: name, version, hold
+
+
+class ImagePlan(TypedDict):
+    reference: str  # registry/name@digest: what is pulled and run
+    tagged: str  # registry/name:tag, for messages
+
+
+class NvidiaPlan(TypedDict):
+    staged: bool  # the driver's libraries are copied to STAGE_DIR (no rxdm_driver_lib_dir given)
+    mount_dir: str  # the host directory mounted into the RxDM as CONTAINER_NVIDIA_LIB
+    libraries: list[str]
+    link: str  # driver_lib_link pointed at mount_dir ("" when none or the same path)
+
+
+class GcpTcpxPlan(TypedDict):
+    errors: list[str]
+    warnings: list[str]
+    runtime: RuntimePlan
+    images: dict[str, ImagePlan]  # per "rxdm" and "plugin"
+    gpu_count: int
+    devices: list[str]  # device nodes the RxDM gets
+    interfaces: list[str]  # the profile's GPU NICs
+    mtu: int | None  # the profile's GPU-NIC MTU
+    firewall_interfaces: list[str]
+    iptables: str
+    plugin_dir: str  # where the installer writes the plugin (fixed by the image)
+    uds_path: str
+    uds_runtime_directory: str  # uds_path below /run, for systemd's RuntimeDirectory=
+    nvidia: NvidiaPlan
+    rxdm_exec_lines: list[str]  # the RxDM unit's ExecStart=, one option group a line (empty on errors)
+    rxdm_args: list[str]
+    installer_argv: list[str]
+    container: str  # the RxDM container's name
+    stamp: str  # the installed plugin image, as the stamp file holds it
+
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> GcpTcpxPlan:
     """Everything the role's tasks need, plus ``errors`` (bad input) and ``warnings``.
 
-    ``facts``: ansible_facts (os_family, distribution, distribution_major_version).
-    ``fabric_plan``: the gpufabric.cluster.fabric_plan lookup for the profile, tier best.
     ``settings``: the role's variables without the ``gcp_tcpx_`` prefix.
+    ``host_plan``: the host's plan, gpufabric_plan (profile, fabric, env, gpus, nics).
+    ``facts``: ansible_facts (os_family, distribution, distribution_major_version).
     """
-    errors = _profile_errors(fabric_plan, settings)
+    profile = host_plan.get("profile")
+    errors = _profile_errors(host_plan)
     warnings: list[str] = []
 
     family, distribution = facts.get("os_family"), facts.get("distribution")
@@ -223,11 +265,11 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
             "tagged": f"{registry.rstrip('/')}/{name}:{tag}",
         }
 
-    env = fabric_plan.get("env") or {}
-    nics = fabric_plan.get("nics") or {}
+    env = host_plan.get("env") or {}
+    nics = host_plan.get("nics") or {}
     gpu_nics = nics.get("gpu") or {}
     interfaces = [str(name) for name in gpu_nics.get("interfaces") or []]
-    gpu_count = int((fabric_plan.get("gpus") or {}).get("count") or 0)
+    gpu_count = int((host_plan.get("gpus") or {}).get("count") or 0)
     uds = str(settings.get("rxdm_uds_path") or "")
     topology = str(settings.get("rxdm_gpu_nic_topology") or "")
     preset = str(settings.get("rxdm_gpu_nic_preset") or "")
@@ -260,11 +302,11 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
         ):
             errors.append(f"gcp_tcpx_plugin_link {plugin_link!r} must be an absolute path other than {PLUGIN_DIR}")
         if gpu_count < 1:
-            errors.append(f"profile {settings.get('profile')!r} has no GPUs (gpu.count {gpu_count})")
+            errors.append(f"profile {profile!r} has no GPUs (gpu.count {gpu_count})")
         if not topology and preset == "a3vm" and interfaces != A3VM_INTERFACES:
             errors.append(
                 f"gcp_tcpx_rxdm_gpu_nic_preset 'a3vm' hard-codes the GPU NICs {', '.join(A3VM_INTERFACES)} "
-                f"but profile {settings.get('profile')!r} names {interfaces}; boot the image with net.ifnames=0 "
+                f"but profile {profile!r} names {interfaces}; boot the image with net.ifnames=0 "
                 "(eth0-eth4 as on Container-Optimized OS) or set gcp_tcpx_rxdm_gpu_nic_topology to a "
                 "GpuRxqConfigurationList textproto for these names"
             )
@@ -293,7 +335,7 @@ def plan(facts: dict[str, Any], fabric_plan: dict[str, Any], settings: dict[str,
         bad = [name for name in firewall_interfaces if not INTERFACE.match(name)]
         if not firewall_interfaces:
             errors.append(
-                f"profile {settings.get('profile')!r} names no GPU NICs and gcp_tcpx_firewall_extra_interfaces is "
+                f"profile {profile!r} names no GPU NICs and gcp_tcpx_firewall_extra_interfaces is "
                 "empty; accepted: the interface names to accept TCP on"
             )
         elif bad:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
@@ -24,6 +24,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     TAG,
     image_reference,
 )
+from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import no_profile, transport_packages
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 
 FABRIC = "tcpxo"
@@ -107,7 +108,18 @@ def kernel_header_packages(kernel: str) -> list[str]:
     return packages
 
 
-def distro(facts: dict[str, Any]) -> dict[str, Any]:
+class DistroPlan(TypedDict):
+    error: str  # why the role cannot install on this host ("" when it can)
+    packages: list[str]  # the distribution's packages the role needs (podman, iptables)
+    dkms_packages: list[str]
+    kernel_header_packages: list[str]  # for the running kernel and its flavour's meta-package
+    driver_lib_dir: str  # where the NVIDIA driver's libraries are
+    iptables: str
+    podman: str
+    initramfs: str
+
+
+def distro(facts: dict[str, Any]) -> DistroPlan:
     """Per-distribution choices; ``error`` is set when the host is not one the role supports."""
     name = str(facts.get("distribution", ""))
     major = str(facts.get("distribution_major_version", ""))
@@ -245,22 +257,46 @@ def _check_image(kind: str, settings: dict[str, Any], errors: list[str]) -> str:
     return image_reference(registry, name, digest) if ok else ""
 
 
-def plan(facts: dict[str, Any], settings: dict[str, Any], catalog: dict[str, Any]) -> dict[str, Any]:
+class _Refused(TypedDict):
+    errors: list[str]
+    warnings: list[str]
+    profile: str
+
+
+class GcpTcpxoPlan(_Refused, total=False):
+    """The plan; a host without a catalog profile gets only errors, warnings and profile."""
+
+    distro: DistroPlan
+    interfaces: list[str]  # the profile's GPU NICs
+    firewall_interfaces: list[str]  # the GPU NICs, then firewall_extra_interfaces (once each)
+    mtu: int  # the GPU NICs' MTU to check (0: not checked)
+    lib_dir: str  # the directory the catalog env loads the plugin from
+    plugin_dir: str  # where the installer writes
+    plugin_lib64: str
+    tuner_config: str
+    guest_config: str  # the guest-config checker's file the catalog env names
+    rxdm_ref: str  # image reference by digest ("" when the settings are bad)
+    plugin_ref: str
+    gpu_devices: list[str]  # device nodes the RxDM gets
+    driver_libraries: list[str]  # host paths of the driver libraries the RxDM gets
+
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> GcpTcpxoPlan:
     """Everything the role installs and checks, plus ``errors`` (refused before any change) and ``warnings``.
 
-    ``catalog`` is the fabric_plan lookup's answer; ``settings`` the role's variables without the prefix.
+    ``settings``: the role's variables without the prefix; ``host_plan``: the host's plan, gpufabric_plan;
+    ``facts``: ansible_facts (distribution, distribution_major_version, architecture, kernel).
     """
     errors: list[str] = []
     warnings: list[str] = []
-    profile = str(catalog.get("profile", "unknown"))
-    requested = str(settings.get("profile", profile))
+    profile = str(host_plan.get("profile", "unknown"))
     if profile == "unknown":
         errors.append(
-            f"profile {requested!r} is not in the fabric catalog; accepted: a profile of fabric tcpxo "
+            f"{no_profile(host_plan)}; accepted: a profile of fabric tcpxo "
             "such as gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
         )
         return {"errors": errors, "warnings": warnings, "profile": profile}
-    fabric = catalog.get("fabric")
+    fabric = host_plan.get("fabric")
     if fabric != FABRIC:
         errors.append(
             f"profile {profile!r} has fabric {fabric!r}; gcp_tcpxo serves fabric {FABRIC!r} (gcp/a3-megagpu-8g)"
@@ -269,13 +305,13 @@ def plan(facts: dict[str, Any], settings: dict[str, Any], catalog: dict[str, Any
     if os_settings["error"]:
         errors.append(os_settings["error"])
 
-    env = {str(key): str(value) for key, value in (catalog.get("env") or {}).items()}
+    env = {str(key): str(value) for key, value in (host_plan.get("env") or {}).items()}
     checker_errors, checker_warnings = guest_config_findings(env, profile)
     errors += checker_errors
     warnings += checker_warnings
     lib_dir = plugin_lib_dir(env, profile, errors)
 
-    nics = catalog.get("nics") or {}
+    nics = host_plan.get("nics") or {}
     gpu_nics = nics.get("gpu") or {}
     interfaces = [str(name) for name in gpu_nics.get("interfaces") or []]
     count = int(gpu_nics.get("count") or 0)
@@ -360,7 +396,7 @@ def plan(facts: dict[str, Any], settings: dict[str, Any], catalog: dict[str, Any
             "the one Google released with it (gpudirect-tcpxo/README.md)"
         )
 
-    gpus = int((catalog.get("gpus") or {}).get("count") or 0)
+    gpus = int((host_plan.get("gpus") or {}).get("count") or 0)
     plugin_dir = posixpath.normpath(str(settings.get("plugin_dir") or "/var/lib/tcpxo"))
     if not plugin_dir.startswith("/") or plugin_dir == "/":
         errors.append(f"gcp_tcpxo_plugin_dir {plugin_dir!r} is not accepted; accepted: an absolute directory")
@@ -406,7 +442,6 @@ def nic_findings(hardware: dict[str, Any], interfaces: list[str], mtu: int) -> l
     return out
 
 
-TRANSPORT_PACKAGE = "apt-transport-artifact-registry"
 IMPORT_HELPER_PACKAGE = "dmabuf-import-helper"
 
 
@@ -417,10 +452,7 @@ def packages(settings: dict[str, Any], distro_packages: list[str]) -> dict[str, 
     held) and the distribution's packages (podman, iptables, dkms, headers: installed when missing, never held),
     before apt can read the ar+https:// TCPXO source; ``tcpxo``: dmabuf-import-helper at its pin, held.
     """
-    first: list[dict[str, Any]] = []
-    if settings.get("ar_transport"):
-        version = str(settings.get("ar_transport_version") or "")
-        first.append({"name": TRANSPORT_PACKAGE, "version": version, "hold": bool(version)})
+    first = transport_packages(str(settings.get("ar_transport_version") or "")) if settings.get("ar_transport") else []
     first += [{"name": name, "version": "", "hold": False} for name in distro_packages]
     version = str(settings.get("import_helper_version", ""))
     return {"first": first, "tcpxo": [{"name": IMPORT_HELPER_PACKAGE, "version": version, "hold": True}]}

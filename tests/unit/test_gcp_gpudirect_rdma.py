@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
@@ -32,9 +34,8 @@ def defaults() -> dict:
 
 
 def settings(**overrides: object) -> dict:
-    """The role's defaults without the prefix, as plan.yml passes them."""
-    # plan.yml passes the plan's profile with the role's own settings.
-    values = {"profile": "gcp/a3-ultragpu-8g", **{key[len(PREFIX) :]: value for key, value in defaults().items()}}
+    """The role's defaults without the prefix, as plan.yml passes them (the profile comes with the plan)."""
+    values = {key[len(PREFIX) :]: value for key, value in defaults().items()}
     values.update(overrides)
     return values
 
@@ -95,7 +96,7 @@ def test_every_argspec_entry_point_documents_only_known_options():
 
 @pytest.mark.parametrize("facts", [DEBIAN12, DEBIAN13, JAMMY, NOBLE], ids=["debian12", "debian13", "jammy", "noble"])
 def test_supported_systems_plan_without_errors(facts):
-    plan = gib.plan(facts, catalog_plan(), settings(**MIRROR))
+    plan = gib.plan(settings(**MIRROR), catalog_plan(), facts)
     assert plan["errors"] == []
     assert plan["packages"] == [{"name": "nccl-gib", "version": "1.1.0", "spec": "nccl-gib=1.1.0"}]
 
@@ -109,14 +110,14 @@ def test_supported_systems_plan_without_errors(facts):
     ],
 )
 def test_other_systems_are_refused_naming_what_is_accepted(facts, accepted):
-    plan = gib.plan(facts, catalog_plan(), settings(**MIRROR))
+    plan = gib.plan(settings(**MIRROR), catalog_plan(), facts)
     assert len(plan["errors"]) == 1
     assert accepted in plan["errors"][0]
     assert "accepted: Debian 12, 13; Ubuntu 22.04, 24.04" in plan["errors"][0]
 
 
 def test_default_ar_https_repository_needs_the_transport_at_a_pinned_version():
-    plan = gib.plan(JAMMY, catalog_plan(), settings())
+    plan = gib.plan(settings(), catalog_plan(), JAMMY)
     assert plan["transport"] is True
     assert len(plan["errors"]) == 1
     assert "gcp_gpudirect_rdma_ar_transport_version '' is not accepted" in plan["errors"][0]
@@ -124,7 +125,7 @@ def test_default_ar_https_repository_needs_the_transport_at_a_pinned_version():
 
 
 def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
-    plan = gib.plan(NOBLE, catalog_plan(), settings(ar_transport_version="0.4.1"))
+    plan = gib.plan(settings(ar_transport_version="0.4.1"), catalog_plan(), NOBLE)
     assert plan["errors"] == []
     assert [repo["name"] for repo in plan["repos"]] == ["gpufabric-gib-transport", "gpufabric-gib"]
     transport, gib_repo = plan["transport_repo"], plan["gib_repo"]
@@ -149,7 +150,7 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
                 "signed_by": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
             }
         ],
-        "packages": [{"name": "apt-transport-artifact-registry", "version": "0.4.1"}],
+        "packages": [{"name": "apt-transport-artifact-registry", "version": "0.4.1", "hold": True}],
     }
     assert plan["gib_install"]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-gib.asc"
     assert plan["gib_install"]["packages"] == [{"name": "nccl-gib", "version": "1.1.0"}]
@@ -167,7 +168,7 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
 )
 def test_transport_only_for_ar_https(url, needed):
     assert gib.transport_needed(url) is needed
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(repo_url=url))
+    plan = gib.plan(settings(repo_url=url), catalog_plan(), DEBIAN12)
     assert plan["transport"] is needed
     assert [repo["name"] for repo in plan["repos"]][-1] == "gpufabric-gib"
     # A mirror needs no transport, so its empty version is no error.
@@ -182,7 +183,7 @@ def test_transport_only_for_ar_https(url, needed):
     ],
 )
 def test_files_come_from_the_profile_environment(profile, tuner):
-    plan = gib.plan(DEBIAN12, catalog_plan(profile), settings(profile=profile, **MIRROR))
+    plan = gib.plan(settings(**MIRROR), catalog_plan(profile), DEBIAN12)
     assert plan["errors"] == []
     assert plan["lib_dirs"] == ["/usr/local/gib/lib64"]
     assert plan["plugin_pattern"] == "libnccl-net*.so"
@@ -196,11 +197,12 @@ def test_files_come_from_the_profile_environment(profile, tuner):
     [
         ("gcp/a3-megagpu-8g", "profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'"),
         ("gcp/a3-highgpu-8g", "profile 'gcp/a3-highgpu-8g' has fabric 'tcpx'"),
-        ("gcp/nope", "profile 'gcp/nope' is not in the fabric catalog"),
+        # The host plan says which profile was asked for and where from.
+        ("gcp/nope", "profile 'gcp/nope' from host var gpufabric_profile is not in the catalog; accepted: a profile"),
     ],
 )
 def test_profiles_of_other_fabrics_are_refused(profile, message):
-    plan = gib.plan(DEBIAN12, catalog_plan(profile), settings(profile=profile, **MIRROR))
+    plan = gib.plan(settings(**MIRROR), catalog_plan(profile), DEBIAN12)
     assert any(error.startswith(message) for error in plan["errors"]), plan["errors"]
     assert any("gcp/a3-ultragpu-8g, gcp/a4-highgpu-8g" in error for error in plan["errors"])
 
@@ -229,32 +231,32 @@ def test_profiles_of_other_fabrics_are_refused(profile, message):
     ],
 )
 def test_bad_input_is_named_with_what_is_accepted(overrides, message):
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**{**MIRROR, **overrides}))
+    plan = gib.plan(settings(**{**MIRROR, **overrides}), catalog_plan(), DEBIAN12)
     assert any(error.startswith(message) for error in plan["errors"]), plan["errors"]
     assert all("accepted" in error or "needs" in error for error in plan["errors"])
 
 
 def test_transport_settings_are_checked_only_when_the_transport_is_needed():
     bad = {"ar_transport_keyring": "nope", "ar_transport_key_url": "", "ar_transport_version": "0.4.1"}
-    assert gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, **bad))["errors"] == []
-    errors = gib.plan(DEBIAN12, catalog_plan(), settings(**bad))["errors"]
+    assert gib.plan(settings(**MIRROR, **bad), catalog_plan(), DEBIAN12)["errors"] == []
+    errors = gib.plan(settings(**bad), catalog_plan(), DEBIAN12)["errors"]
     assert any(error.startswith("gcp_gpudirect_rdma_ar_transport_keyring 'nope'") for error in errors)
     assert any(error.startswith("gcp_gpudirect_rdma_ar_transport_key_url and") for error in errors)
 
 
 def test_checksum_is_normalised_for_get_url():
     digest = "A" * 64
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, repo_key_checksum=digest))
+    plan = gib.plan(settings(**MIRROR, repo_key_checksum=digest), catalog_plan(), DEBIAN12)
     assert plan["gib_repo"]["key_checksum"] == "sha256:" + "a" * 64
-    plan = gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR, repo_key_checksum="sha256:" + digest))
+    plan = gib.plan(settings(**MIRROR, repo_key_checksum="sha256:" + digest), catalog_plan(), DEBIAN12)
     assert plan["gib_repo"]["key_checksum"] == "sha256:" + "a" * 64
-    assert gib.plan(DEBIAN12, catalog_plan(), settings(**MIRROR))["gib_repo"]["key_checksum"] == ""
+    assert gib.plan(settings(**MIRROR), catalog_plan(), DEBIAN12)["gib_repo"]["key_checksum"] == ""
 
 
 def test_catalog_without_library_path_is_refused():
     plan = catalog_plan()
     plan["env"] = {key: value for key, value in plan["env"].items() if key != "LD_LIBRARY_PATH"}
-    errors = gib.plan(DEBIAN12, plan, settings(**MIRROR))["errors"]
+    errors = gib.plan(settings(**MIRROR), plan, DEBIAN12)["errors"]
     assert errors == [
         "the catalog environment of 'gcp/a3-ultragpu-8g' has no LD_LIBRARY_PATH; it must name the directory of "
         "the gIB plugin (/usr/local/gib/lib64)"
@@ -264,14 +266,36 @@ def test_catalog_without_library_path_is_refused():
 def test_pending_compares_installed_versions():
     installed = {"nccl-gib": [{"version": "1.1.0"}], "apt-transport-artifact-registry": [{"version": "0.4.0"}]}
     facts = {**JAMMY, "packages": installed}
-    plan = gib.plan(facts, catalog_plan(), settings(ar_transport_version="0.4.1"))
+    plan = gib.plan(settings(ar_transport_version="0.4.1"), catalog_plan(), facts)
     assert plan["pending"] == ["apt-transport-artifact-registry"]
-    plan = gib.plan(facts, catalog_plan(), settings(ar_transport_version="0.4.0", version="1.1.1"))
+    plan = gib.plan(settings(ar_transport_version="0.4.0", version="1.1.1"), catalog_plan(), facts)
     assert plan["pending"] == ["nccl-gib"]
 
 
+def test_the_transport_is_the_one_gcp_tcpxo_installs_too():
+    # One definition (module_utils/gcp_common.py) of the Artifact Registry transport for both roles.
+    common, tcpxo = module_utils("gcp_common"), module_utils("gcp_tcpxo")
+    plan = gib.plan(settings(ar_transport_version="0.4.1"), catalog_plan(), NOBLE)
+    assert plan["transport_install"]["packages"] == common.transport_packages("0.4.1")
+    tcpxo_first = tcpxo.packages({"ar_transport": True, "ar_transport_version": "0.4.1"}, [])["first"]
+    assert tcpxo_first == common.transport_packages("0.4.1")
+    assert gib.transport_needed is common.transport_needed
+
+
+def test_the_filter_plugin_returns_the_plan_and_refuses_inputs_that_are_not_dictionaries():
+    module = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.gcp_gpudirect_rdma")
+    gcp_gpudirect_rdma_plan = module.FilterModule().filters()["gcp_gpudirect_rdma_plan"]
+    expected = gib.plan(settings(**MIRROR), catalog_plan(), DEBIAN12)
+    assert expected["warnings"] == []
+    assert gcp_gpudirect_rdma_plan(settings(**MIRROR), plan=catalog_plan(), facts=DEBIAN12) == expected
+    with pytest.raises(AnsibleFilterError, match=re.escape("gcp_gpudirect_rdma_plan: plan= is NoneType None")):
+        gcp_gpudirect_rdma_plan(settings(), facts=DEBIAN12)
+    with pytest.raises(AnsibleFilterError, match=re.escape("gcp_gpudirect_rdma_plan: its input is str 'x'")):
+        gcp_gpudirect_rdma_plan("x", plan=catalog_plan(), facts=DEBIAN12)
+
+
 def test_both_keys_are_pinned_to_artifact_registrys_fingerprint_by_default():
-    plan = gib.plan(JAMMY, catalog_plan(), settings(ar_transport_version="0.4.1"))
+    plan = gib.plan(settings(ar_transport_version="0.4.1"), catalog_plan(), JAMMY)
     for repo in plan["repos"]:
         assert repo["key_fingerprints"] == ["35BA A0B3 3E9E B396 F59C A838 C0BA 5CE6 DC63 15A3"], repo["name"]
         assert repo["key_variable"].startswith("gcp_gpudirect_rdma_") and repo["key_variable"].endswith("fingerprints")

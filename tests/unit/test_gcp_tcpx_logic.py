@@ -6,11 +6,13 @@ and refusals of inputs that would leave NCCL unable to find the RxDM or the plug
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
 
@@ -36,7 +38,7 @@ def settings(**overrides) -> dict:
 
 
 def plan(facts: dict | None = None, profile: str = "gcp/a3-highgpu-8g", **overrides) -> dict:
-    return tcpx.plan(facts or DEBIAN12, fabric(profile), settings(profile=profile, **overrides))
+    return tcpx.plan(settings(**overrides), fabric(profile), facts or DEBIAN12)
 
 
 # ---------------------------------------------------------------- defaults and images
@@ -57,7 +59,7 @@ def test_defaults_name_googles_current_image_pair_and_pin_no_digest():
 
 def test_defaults_alone_are_refused_naming_both_digests_and_how_to_read_them():
     values = {key.removeprefix("gcp_tcpx_"): value for key, value in DEFAULTS.items()}
-    result = tcpx.plan(DEBIAN12, fabric(), values)
+    result = tcpx.plan(values, fabric(), DEBIAN12)
     assert len(result["errors"]) == 2
     rxdm, plugin = result["errors"]
     assert rxdm.startswith("gcp_tcpx_rxdm_digest is empty: pin us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/")
@@ -250,10 +252,10 @@ def test_the_a3vm_preset_refuses_profiles_whose_nics_are_not_eth1_to_eth4(tmp_pa
     )
     catalog = plugin_utils("fabric_catalog").load_catalog(override_files=[site])
     renamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-highgpu-8g"}, catalog)
-    errors = tcpx.plan(DEBIAN12, renamed, settings())["errors"]
+    errors = tcpx.plan(settings(), renamed, DEBIAN12)["errors"]
     assert len(errors) == 1 and "hard-codes the GPU NICs eth1, eth2, eth3, eth4" in errors[0]
     assert "net.ifnames=0" in errors[0]
-    manual = tcpx.plan(DEBIAN12, renamed, settings(rxdm_gpu_nic_topology="/etc/topology.textproto"))
+    manual = tcpx.plan(settings(rxdm_gpu_nic_topology="/etc/topology.textproto"), renamed, DEBIAN12)
     assert manual["errors"] == []
     assert manual["firewall_interfaces"] == ["enp6s0", "enp12s0", "enp134s0", "enp140s0"]
 
@@ -311,7 +313,11 @@ def test_profiles_of_other_fabrics_and_unknown_profiles_are_refused():
     mega = plan(profile="gcp/a3-megagpu-8g")["errors"]
     assert mega[0].startswith("profile 'gcp/a3-megagpu-8g' has fabric 'tcpxo'; this role serves only fabric 'tcpx'")
     unknown = plan(profile="gcp/a9-nonexistent")["errors"]
-    assert unknown[0].startswith("profile 'gcp/a9-nonexistent' is not in the fabric catalog")
+    # The host plan says which profile was asked for and where from (the role's settings hold no profile).
+    assert unknown[0].startswith(
+        "profile 'gcp/a9-nonexistent' from host var gpufabric_profile is not in the catalog; "
+        "`gpufabric catalog list` shows the accepted names"
+    )
 
 
 def test_a3_edge_is_served_like_a3_high():
@@ -325,7 +331,23 @@ def test_a3_edge_is_served_like_a3_high():
 def test_the_filter_plugin_returns_the_plan():
     module = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.gcp_tcpx")
     gcp_tcpx_plan = module.FilterModule().filters()["gcp_tcpx_plan"]
-    assert gcp_tcpx_plan(DEBIAN12, fabric(), settings()) == plan()
+    assert gcp_tcpx_plan(settings(), plan=fabric(), facts=DEBIAN12) == plan()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"plan": None, "facts": DEBIAN12}, "gcp_tcpx_plan: plan= is NoneType None; accepted: gpufabric_plan"),
+        ({"plan": {}, "facts": "Debian"}, "gcp_tcpx_plan: facts= is str 'Debian'; accepted: ansible_facts"),
+    ],
+)
+def test_the_filter_plugin_refuses_inputs_that_are_not_dictionaries(arguments, message):
+    module = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.gcp_tcpx")
+    gcp_tcpx_plan = module.FilterModule().filters()["gcp_tcpx_plan"]
+    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+        gcp_tcpx_plan(settings(), **arguments)
+    with pytest.raises(AnsibleFilterError, match="gcp_tcpx_plan: its input is list"):
+        gcp_tcpx_plan([], plan=fabric(), facts=DEBIAN12)
 
 
 # ---------------------------------------------------------------- templates, rendered for docker

@@ -85,7 +85,7 @@ def test_defaults_are_refused_only_for_the_unpublished_values():
         "kernel": "6.8.0-1",
     }
     settings = {key.removeprefix("gcp_tcpxo_"): value for key, value in DEFAULTS.items()}
-    errors = tcpxo.plan(facts, settings, plan)["errors"]
+    errors = tcpxo.plan(settings, plan, facts)["errors"]
     assert [error.split(" ", 1)[0] for error in errors] == ["gcp_tcpxo_import_helper_version"]
 
 
@@ -117,7 +117,6 @@ def test_rxdm_unit_on_ubuntu_runs_the_digest_with_every_gpu():
         ar_transport_key_checksum="sha256:" + "0" * 64,
     )
     plan = tcpxo.plan(
-        facts,
         settings,
         {
             "profile": "gcp/a3-megagpu-8g",
@@ -126,6 +125,7 @@ def test_rxdm_unit_on_ubuntu_runs_the_digest_with_every_gpu():
             "gpus": {"count": 8},
             "nics": catalog["nics"],
         },
+        facts,
     )
     assert plan["errors"] == []
     unit = _render("gpufabric-tcpxo-rxdm.service.j2", gcp_tcpxo__plan=plan)

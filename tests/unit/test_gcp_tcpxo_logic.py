@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import copy
+import importlib
+import re
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
 
@@ -21,7 +24,6 @@ DEBIAN12 = {
     "kernel": "6.1.0-37-cloud-amd64",
 }
 SETTINGS = {
-    "profile": "gcp/a3-megagpu-8g",
     "gpu_nic_mtu": 0,
     "ar_transport": True,
     "ar_transport_key_url": "https://packages.cloud.google.com/apt/doc/apt-key.gpg",
@@ -68,7 +70,7 @@ def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
 
 
 def test_the_catalog_profile_plans_without_errors():
-    plan = tcpxo.plan(DEBIAN12, SETTINGS, catalog_plan())
+    plan = tcpxo.plan(SETTINGS, catalog_plan(), DEBIAN12)
     assert plan["errors"] == []
     assert plan["warnings"] == []
     assert plan["interfaces"] == [f"eth{index}" for index in range(1, 9)]
@@ -85,7 +87,7 @@ def test_the_catalog_profile_plans_without_errors():
     ]
     # The catalog profile has no GPU-NIC MTU, so live MTU checks need gcp_tcpxo_gpu_nic_mtu.
     assert plan["mtu"] == 0
-    assert tcpxo.plan(DEBIAN12, {**SETTINGS, "gpu_nic_mtu": 8244}, catalog_plan())["mtu"] == 8244
+    assert tcpxo.plan({**SETTINGS, "gpu_nic_mtu": 8244}, catalog_plan(), DEBIAN12)["mtu"] == 8244
 
 
 @pytest.mark.parametrize(
@@ -130,24 +132,31 @@ def test_a_kernel_without_flavour_gets_its_exact_headers_only():
     ],
 )
 def test_unsupported_hosts_are_refused(facts, message):
-    errors = tcpxo.plan(facts, SETTINGS, catalog_plan())["errors"]
+    errors = tcpxo.plan(SETTINGS, catalog_plan(), facts)["errors"]
     assert len(errors) == 1 and message in errors[0]
 
 
 def test_unknown_profile_and_other_fabrics_are_refused():
-    unknown = tcpxo.plan(DEBIAN12, {**SETTINGS, "profile": "gcp/a9"}, {"profile": "unknown"})
+    # The host plan says which profile was asked for and where from (the role's settings hold no profile).
+    unknown_plan = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a9"}, catalog.load_catalog())
+    unknown = tcpxo.plan(SETTINGS, unknown_plan, DEBIAN12)
     assert unknown["errors"] == [
-        "profile 'gcp/a9' is not in the fabric catalog; accepted: a profile of fabric tcpxo such as "
+        "profile 'gcp/a9' from host var gpufabric_profile is not in the catalog; accepted: a profile of fabric "
+        "tcpxo such as gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
+    ]
+    # Without the plan's reason, the plan's own profile is named.
+    assert tcpxo.plan(SETTINGS, {"profile": "unknown"}, DEBIAN12)["errors"] == [
+        "profile 'unknown' is not in the fabric catalog; accepted: a profile of fabric tcpxo such as "
         "gcp/a3-megagpu-8g (`gpufabric catalog list` shows them)"
     ]
-    other = tcpxo.plan(DEBIAN12, SETTINGS, catalog_plan("gcp/a3-highgpu-8g"))
+    other = tcpxo.plan(SETTINGS, catalog_plan("gcp/a3-highgpu-8g"), DEBIAN12)
     assert any("has fabric 'tcpx'; gcp_tcpxo serves fabric 'tcpxo'" in error for error in other["errors"])
 
 
 def test_missing_nvlstree_chunk_size_names_the_variable():
     plan = catalog_plan()
     del plan["env"]["NCCL_NVLSTREE_MAX_CHUNKSIZE"]
-    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
     assert errors == [
         "the catalog env of gcp/a3-megagpu-8g lacks NCCL_NVLSTREE_MAX_CHUNKSIZE: with NCCL_NVLS_ENABLE=1 Google's "
         "guest-config checker (plugin v1.0.12 and later) aborts every NCCL job unless it is 131072"
@@ -191,7 +200,7 @@ def test_simple_profile_needs_its_own_proto_and_no_nvls():
 def test_nccl_algo_is_only_a_warning():
     plan = catalog_plan()
     plan["env"]["NCCL_ALGO"] = "Ring,Tree"
-    result = tcpxo.plan(DEBIAN12, SETTINGS, plan)
+    result = tcpxo.plan(SETTINGS, plan, DEBIAN12)
     assert result["errors"] == []
     assert result["warnings"] == [
         "the catalog env of gcp/a3-megagpu-8g sets NCCL_ALGO=Ring,Tree: the guest-config checker flags it as "
@@ -202,7 +211,7 @@ def test_nccl_algo_is_only_a_warning():
 def test_plugin_directory_must_be_on_the_library_path():
     plan = catalog_plan()
     plan["env"]["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64"
-    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
     assert errors == [
         "the catalog env of gcp/a3-megagpu-8g has LD_LIBRARY_PATH=/usr/local/nvidia/lib64, which lacks the plugin "
         "directory /usr/local/tcpxo/lib64 its tuner and checker configs are in"
@@ -212,11 +221,11 @@ def test_plugin_directory_must_be_on_the_library_path():
 def test_nic_names_must_agree_with_the_env():
     plan = catalog_plan()
     plan["nics"]["gpu"]["interfaces"] = ["enp6s0", "enp7s0", "enp13s0", "enp14s0"] + [f"eth{i}" for i in range(5, 9)]
-    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
     assert len(errors) == 1 and "NCCL_FASTRAK_IFNAME=eth1,eth2" in errors[0] and "enp6s0" in errors[0]
     plan = catalog_plan()
     plan["nics"]["gpu"]["interfaces"] = ["eth1"]
-    errors = tcpxo.plan(DEBIAN12, SETTINGS, plan)["errors"]
+    errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
     assert any("names 1 GPU NIC interfaces for 8 GPU NICs" in error for error in errors)
 
 
@@ -242,27 +251,27 @@ def test_nic_names_must_agree_with_the_env():
     ],
 )
 def test_bad_input_is_refused_with_the_variable_named(override, message):
-    errors = tcpxo.plan(DEBIAN12, {**SETTINGS, **override}, catalog_plan())["errors"]
+    errors = tcpxo.plan({**SETTINGS, **override}, catalog_plan(), DEBIAN12)["errors"]
     assert len(errors) == 1, errors
     assert message in errors[0]
 
 
 def test_the_checksum_is_optional_and_no_transport_needs_no_transport_key():
     settings = {**SETTINGS, "repo_key_checksum": "", "repo_key_src": "/tmp/key.gpg"}
-    assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
-    assert tcpxo.plan(DEBIAN12, {**SETTINGS, "repo_key_checksum": ""}, catalog_plan())["errors"] == []
+    assert tcpxo.plan(settings, catalog_plan(), DEBIAN12)["errors"] == []
+    assert tcpxo.plan({**SETTINGS, "repo_key_checksum": ""}, catalog_plan(), DEBIAN12)["errors"] == []
     settings = {**SETTINGS, "ar_transport": False, "ar_transport_key_checksum": "", "ar_transport_keyring": ""}
-    assert tcpxo.plan(DEBIAN12, settings, catalog_plan())["errors"] == []
+    assert tcpxo.plan(settings, catalog_plan(), DEBIAN12)["errors"] == []
 
 
 def test_unknown_release_pairs_only_warn():
-    result = tcpxo.plan(DEBIAN12, {**SETTINGS, "plugin_tag": "v1.0.16", "rxdm_tag": "v1.0.22"}, catalog_plan())
+    result = tcpxo.plan({**SETTINGS, "plugin_tag": "v1.0.16", "rxdm_tag": "v1.0.22"}, catalog_plan(), DEBIAN12)
     assert result["errors"] == []
     assert len(result["warnings"]) == 1 and "v1.0.16 is not in the role's release table" in result["warnings"][0]
 
 
 def test_extra_firewall_interfaces_are_added_once():
-    result = tcpxo.plan(DEBIAN12, {**SETTINGS, "firewall_extra_interfaces": ["eth0", "eth1"]}, catalog_plan())
+    result = tcpxo.plan({**SETTINGS, "firewall_extra_interfaces": ["eth0", "eth1"]}, catalog_plan(), DEBIAN12)
     assert result["firewall_interfaces"] == [f"eth{index}" for index in range(1, 9)] + ["eth0"]
 
 
@@ -334,3 +343,15 @@ def test_env_differences_read_googles_profile():
         "NCCL_ALGO=Ring,Tree is in Google's profile but not in the catalog env",
     ]
     assert tcpxo.env_differences("# nothing exported\n", env, "/x") == []
+
+
+def test_the_filter_plugin_returns_the_plan_and_refuses_inputs_that_are_not_dictionaries():
+    module = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.gcp_tcpxo")
+    gcp_tcpxo_plan = module.FilterModule().filters()["gcp_tcpxo_plan"]
+    assert gcp_tcpxo_plan(SETTINGS, plan=catalog_plan(), facts=DEBIAN12) == tcpxo.plan(
+        SETTINGS, catalog_plan(), DEBIAN12
+    )
+    with pytest.raises(AnsibleFilterError, match=re.escape("gcp_tcpxo_plan: plan= is NoneType None; accepted")):
+        gcp_tcpxo_plan(SETTINGS, facts=DEBIAN12)
+    with pytest.raises(AnsibleFilterError, match=re.escape("gcp_tcpxo_plan: facts= is list []; accepted")):
+        gcp_tcpxo_plan(SETTINGS, plan=catalog_plan(), facts=[])
