@@ -66,7 +66,9 @@ def rdma_stack_plan(settings, plan=None, facts=None):
                 "without the rdma_stack_ prefix piped in, facts=ansible_facts)"
             )
     if plan is not None and not isinstance(plan, dict):
-        raise AnsibleFilterError(f"rdma_stack_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or none")
+        raise AnsibleFilterError(
+            f"rdma_stack_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or nothing"
+        )
     return rdma_stack.plan(settings, plan, facts)
 
 
