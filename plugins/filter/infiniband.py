@@ -14,8 +14,15 @@ def _mapping(value, what):
     return value
 
 
-def infiniband_plan(catalog, settings):
-    return infiniband.plan(_mapping(catalog, "infiniband_plan"), _mapping(settings, "infiniband_plan settings"))
+def infiniband_plan(settings, plan=None, facts=None):
+    """``infiniband__settings | infiniband_plan(plan=gpufabric_plan, facts=ansible_facts)``."""
+    for name, value in (("the piped settings", settings), ("plan=", plan), ("facts=", facts)):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"infiniband_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
+                "without the infiniband_ prefix piped in, plan=gpufabric_plan, facts=ansible_facts)"
+            )
+    return infiniband.plan(settings, plan, facts)
 
 
 def infiniband_hcas(facts, plan):

@@ -7,42 +7,65 @@ author: gpufabric developers
 version_added: "0.2.0"
 short_description: Package names, repository and checks for the nvidia_driver role
 description:
-  - Takes the role's inputs as a dictionary and returns the packages to pin, the fabric manager package,
-    the CUDA repository URL and the hold method for the host's distribution, or C(error) naming the first
-    bad value and what is accepted.
+  - Takes the role's settings and the host's facts and returns the packages to pin, the fabric manager package,
+    the CUDA repository URL and the hold method for the host's distribution, C(warnings), and C(errors) naming
+    the first bad value and what is accepted.
+  - The role does not read the catalog; its settings come from its own variables (site.yml maps the profile's GPU
+    model and NVSwitch into them).
 options:
   _input:
-    description: Keyword arguments of C(plan()) in module_utils/nvidia_driver.py.
+    description: The role's variables without the C(nvidia_driver_) prefix (C(nvidia_driver__settings)).
     type: dict
     required: true
+  plan:
+    description: The host's plan; this role does not read it (accepted for the one calling convention).
+    type: dict
+  facts:
+    description:
+      - The host's C(ansible_facts) (distribution, distribution_major_version, architecture).
+      - Needed by this role; left out, the filter fails naming it.
+    type: dict
 """
 
 EXAMPLES = r"""
 - name: Plan the driver install
   ansible.builtin.set_fact:
-    nvidia_driver__plan: "{{ {'source': 'distro', 'distribution': 'Debian', 'distribution_major_version': '12',
-                              'architecture': 'x86_64', 'branch': '535', 'version': '535.261.03-1',
-                              'kernel_modules': 'open'} | gpufabric.cluster.nvidia_driver_plan }}"
+    nvidia_driver__plan: "{{ nvidia_driver__settings | gpufabric.cluster.nvidia_driver_plan(facts=ansible_facts) }}"
+  vars:
+    nvidia_driver__settings:
+      source: distro
+      branch: "535"
+      version: 535.261.03-1
+      kernel_modules: open
 """
 
 RETURN = r"""
 _value:
-  description: The plan; C(error) is empty when the inputs are acceptable.
+  description:
+    - The C(NvidiaDriverPlan) of plugins/module_utils/nvidia_driver.py, keys C(errors) (empty when the inputs are
+      acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(pinned), C(upstream_version),
+      C(cuda_repo_url), C(cuda_repo_key_url), C(lock), C(initramfs_command).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.nvidia_driver import plan
+from ansible_collections.gpufabric.cluster.plugins.module_utils import nvidia_driver
 
 
-def nvidia_driver_plan(inputs):
-    if not isinstance(inputs, dict):
-        raise AnsibleFilterError("nvidia_driver_plan expects a dictionary of the role's inputs")
-    try:
-        return plan(**inputs)
-    except TypeError as exc:
-        raise AnsibleFilterError(f"nvidia_driver_plan: {exc}") from None
+def nvidia_driver_plan(settings, plan=None, facts=None):
+    """``nvidia_driver__settings | nvidia_driver_plan(facts=ansible_facts)``; the role reads no catalog."""
+    for name, value in (("the piped settings", settings), ("facts=", facts)):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"nvidia_driver_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
+                "without the nvidia_driver_ prefix piped in, facts=ansible_facts)"
+            )
+    if plan is not None and not isinstance(plan, dict):
+        raise AnsibleFilterError(
+            f"nvidia_driver_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or none"
+        )
+    return nvidia_driver.plan(settings, plan, facts)
 
 
 class FilterModule:

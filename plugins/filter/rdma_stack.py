@@ -7,48 +7,69 @@ author: gpufabric developers
 version_added: "0.3.0"
 short_description: Compute what the rdma_stack role installs, holds and loads on a host
 description:
-  - Takes the host's facts and the rdma_stack role's settings and returns the packages with their exact
+  - Takes the rdma_stack role's settings and the host's facts and returns the packages with their exact
     version specifications for the host's package manager, the packages to hold, the kernel modules and,
     for the C(doca) flavor, the repository coordinates.
-  - Returns C(errors), one clear message per bad input; the role fails on them before it changes anything.
-positional: settings
+  - Returns C(errors), one clear message per bad input (the role fails on them before it changes anything),
+    and C(warnings).
+  - The role does not read the catalog; its settings come from its own variables (site.yml maps
+    C(rdma_stack_fabric) from the host's plan).
 options:
   _input:
+    description: The role's variables without the C(rdma_stack_) prefix (C(rdma_stack__settings)).
+    type: dict
+    required: true
+  plan:
+    description: The host's plan; this role does not read it (accepted for the one calling convention).
+    type: dict
+  facts:
     description:
       - The host's C(ansible_facts) (os_family, distribution, distribution_version, architecture) and, after
         M(ansible.builtin.package_facts), C(packages).
+      - Needed by this role; left out, the filter fails naming it.
     type: dict
-    required: true
-  settings:
-    description: The role's variables without the C(rdma_stack_) prefix.
-    type: dict
-    required: true
 """
 
 EXAMPLES = r"""
 - name: Plan the RDMA stack
   ansible.builtin.set_fact:
-    rdma_stack__plan: "{{ ansible_facts | gpufabric.cluster.rdma_stack_plan({'flavor': 'inbox', 'fabric': 'infiniband',
-                          'inbox_packages': {'rdma-core': '44.0-2'}}) }}"
+    rdma_stack__plan: "{{ rdma_stack__settings | gpufabric.cluster.rdma_stack_plan(facts=ansible_facts) }}"
+  vars:
+    rdma_stack__settings:
+      flavor: inbox
+      fabric: infiniband
+      inbox_packages:
+        rdma-core: 44.0-2
 """
 
 RETURN = r"""
 _value:
   description:
-    - Keys C(flavor), C(manager), C(packages) (name, version, spec), C(holds), C(kernel_modules), C(repo),
-      C(pending) (pinned packages not installed at their pin, from C(ansible_facts.packages)) and C(errors).
+    - The C(RdmaStackPlan) of plugins/module_utils/rdma_stack.py, keys C(flavor), C(manager), C(packages)
+      (name, version, spec), C(holds), C(kernel_modules), C(repo), C(pending) (pinned packages not installed at
+      their pin, from C(ansible_facts.packages)), C(install) (what vendor_packages is given), C(warnings) and
+      C(errors).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.rdma_stack import plan
+from ansible_collections.gpufabric.cluster.plugins.module_utils import rdma_stack
 
 
-def rdma_stack_plan(facts, settings):
-    if not isinstance(facts, dict) or not isinstance(settings, dict):
-        raise AnsibleFilterError("rdma_stack_plan expects ansible_facts and a settings dictionary")
-    return plan(facts, settings)
+def rdma_stack_plan(settings, plan=None, facts=None):
+    """``rdma_stack__settings | rdma_stack_plan(facts=ansible_facts)``; the role reads no catalog."""
+    for name, value in (("the piped settings", settings), ("facts=", facts)):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"rdma_stack_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
+                "without the rdma_stack_ prefix piped in, facts=ansible_facts)"
+            )
+    if plan is not None and not isinstance(plan, dict):
+        raise AnsibleFilterError(
+            f"rdma_stack_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or nothing"
+        )
+    return rdma_stack.plan(settings, plan, facts)
 
 
 class FilterModule:

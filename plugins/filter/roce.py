@@ -8,10 +8,15 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufabric.cluster.plugins.module_utils import roce
 
 
-def roce_plan(settings):
-    if not isinstance(settings, dict):
-        raise AnsibleFilterError("roce_plan expects a settings dictionary")
-    return roce.plan(settings)
+def roce_plan(settings, plan=None, facts=None):
+    """``roce__settings | roce_plan(plan=gpufabric_plan, facts=ansible_facts)``."""
+    for name, value in (("the piped settings", settings), ("plan=", plan), ("facts=", facts)):
+        if not isinstance(value, dict):
+            raise AnsibleFilterError(
+                f"roce_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables without "
+                "the roce_ prefix piped in, plan=gpufabric_plan, facts=ansible_facts)"
+            )
+    return roce.plan(settings, plan, facts)
 
 
 def roce_devices(hardware, plan):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the infiniband role checks and writes on one host, as pure functions.
 
-- ``plan``: the role's inputs and the catalog profile, validated, with every bad input named.
+- ``plan``: the role's inputs and the host's plan (catalog profile), validated, with every bad input named.
 - ``gpu_hcas``, ``port_findings``: the GPU-network HCAs and what is wrong with their ports (link layer,
   physical link, subnet manager, state, rate, partition membership), from ``hw_facts.gather`` facts.
 - ``parse_nccl_ib_hca``, ``nccl_selects``: NCCL_IB_HCA as NCCL parses it (src/misc/utils.cc
@@ -18,7 +18,7 @@ Standard library only: the filters run on the controller, the tests import it di
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 FABRIC = "infiniband"
 MEMBERSHIPS = ("full", "limited", "any")
@@ -92,26 +92,55 @@ def merged_env(env: dict[str, Any], extra: dict[str, Any]) -> dict[str, str]:
     return {key: str(value) for key, value in merged.items() if value is not None}
 
 
-def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """Validate the role's inputs against the catalog profile (the fabric_plan lookup's result).
+class PkeyPlan(TypedDict):
+    partition: str  # 0x0001-0x7fff, without the membership bit
+    child: str  # the P_Key the IPoIB child joins with (full-membership bit set)
+    suffix: str  # the child interface's name suffix
+    membership: str
+    table_entries: list[str]  # P_Key table entries that satisfy the membership
 
-    ``settings`` holds the role variables without the ``infiniband_`` prefix, plus ``os_family``.
-    Returns the values the tasks use and ``errors``, one sentence per bad input.
+
+class SharpPackage(TypedDict):
+    name: str
+    version: str
+    spec: str  # name=version (apt) or name-version (dnf)
+
+
+class InfinibandPlan(TypedDict):
+    profile: str
+    fabric: str
+    count: int  # GPU-network HCAs of the profile
+    speed_gbit_s: float  # the port rate required
+    devices: list[str]  # HCA names: infiniband_devices or the profile's rdma_devices
+    pkey: PkeyPlan | None
+    env: dict[str, str]  # the profile's environment with infiniband_env_extra
+    topo_file: str  # NCCL_TOPO_FILE, empty when unset
+    topo_file_hint: str  # where that file comes from, for the message when it is missing
+    sharp_packages: list[SharpPackage]
+    sharp_install: list[dict[str, str]]  # the same pins as gpufabric.cluster.vendor_packages takes them
+    errors: list[str]
+    warnings: list[str]
+
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> InfinibandPlan:
+    """Validate the role's inputs against the host's plan (gpufabric_plan).
+
+    ``settings`` holds the role variables without the ``infiniband_`` prefix; ``facts`` are ansible_facts
+    (os_family). Returns the values the tasks use and ``errors``, one sentence per bad input.
     """
     errors: list[str] = []
-    profile = str(catalog.get("profile") or "unknown")
-    fabric = str(catalog.get("fabric") or "unknown")
+    profile = str(host_plan.get("profile") or "unknown")
+    fabric = str(host_plan.get("fabric") or "unknown")
     if profile == "unknown":
-        errors.append(
-            f"profile {settings.get('profile')!r} is not in the fabric catalog; "
-            "`gpufabric catalog list` shows the accepted names"
-        )
+        # The plan says why (which gpufabric_profile, or which cloud instance type, the catalog lacks).
+        reason = (host_plan.get("unmanaged") or {}).get("reason") or "the host's profile is not in the fabric catalog"
+        errors.append(f"{reason}; `gpufabric catalog list` shows the accepted names")
     elif fabric != FABRIC:
         errors.append(
             f"profile {profile!r} is a {fabric} profile; this role serves fabric {FABRIC} "
             f"(Nebius gpu-*-sxm, Azure ND v5, baremetal/hgx-*-ib-*); use the {fabric} fabric's role"
         )
-    gpu = (catalog.get("nics") or {}).get("gpu") or {}
+    gpu = (host_plan.get("nics") or {}).get("gpu") or {}
 
     devices = list(settings.get("devices") or [])
     bad = [name for name in devices if not isinstance(name, str) or not DEVICE_NAME.match(name)]
@@ -170,7 +199,7 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         )
         extra = {}
 
-    os_family = settings.get("os_family")
+    os_family = facts.get("os_family")
     sharp = bool(settings.get("sharp"))
     sharp_packages = settings.get("sharp_packages") or {}
     specs: list[dict[str, str]] = []
@@ -194,7 +223,7 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
                 continue
             specs.append({"name": str(name), "version": str(version), "spec": package_spec(os_family, name, version)})
 
-    env = merged_env(catalog.get("env") or {}, extra)
+    env = merged_env(host_plan.get("env") or {}, extra)
     return {
         "profile": profile,
         "fabric": fabric,
@@ -209,6 +238,7 @@ def plan(catalog: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         # The same pins as gpufabric.cluster.vendor_packages takes them (held by default).
         "sharp_install": [{"name": spec["name"], "version": spec["version"]} for spec in specs],
         "errors": errors,
+        "warnings": [],
     }
 
 

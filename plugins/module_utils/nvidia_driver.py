@@ -3,15 +3,15 @@
 
 Everything that differs between Debian, Ubuntu and the RHEL family, between driver branches
 and between open and proprietary kernel modules lives here, so unit tests cover the
-combinations that molecule (Debian 12 only) cannot reach. The role calls ``plan()``
-through the filter gpufabric.cluster.nvidia_driver_plan (plugins/filter/nvidia_driver_plan.py),
-which returns one dict.
+combinations that molecule (Debian 12 only) cannot reach. The role calls ``plan()`` in one task,
+``nvidia_driver__settings | gpufabric.cluster.nvidia_driver_plan(facts=ansible_facts)``
+(plugins/filter/nvidia_driver_plan.py), which returns one NvidiaDriverPlan.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
 MIN_BRANCH = {"B200": 570, "H200": 550, "H100": 525, "A100": 450}
@@ -138,7 +138,56 @@ def initramfs_command(distribution: str) -> list[str]:
     )
 
 
-def plan(
+class NvidiaDriverPlan(TypedDict):
+    errors: list[str]  # the first bad input, named with what is accepted; empty when the inputs are acceptable
+    warnings: list[str]
+    family: str  # debian, ubuntu or redhat
+    packages: list[str]  # the driver's packages
+    fabricmanager_package: str | None
+    pinned: list[str]  # the packages pinned at nvidia_driver_version: the driver's and fabric manager's
+    upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
+    cuda_repo_url: str  # empty unless nvidia_driver_source is cuda_repo
+    cuda_repo_key_url: str
+    lock: str  # dpkg_hold or dnf_versionlock
+    initramfs_command: list[str]
+
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NvidiaDriverPlan:
+    """Everything the role needs from its settings (its variables without the ``nvidia_driver_`` prefix) and the
+    host's facts (distribution, distribution_major_version, architecture). ``host_plan`` is not read: site.yml
+    maps the profile's GPU model and NVSwitch into the role's variables."""
+    decided = _decide(
+        source=str(settings.get("source", "")),
+        distribution=str(facts.get("distribution", "")),
+        distribution_major_version=str(facts.get("distribution_major_version", "")),
+        architecture=str(facts.get("architecture", "")),
+        branch=str(settings.get("branch", "")),
+        version=str(settings.get("version", "")),
+        kernel_modules=str(settings.get("kernel_modules", "")),
+        gpu_model=str(settings.get("gpu_model") or ""),
+        fabric_manager=bool(settings.get("fabric_manager", False)),
+        nvswitch=bool(settings.get("nvswitch", False)),
+        gpudirect=str(settings.get("gpudirect", "none")),
+    )
+    error = decided.pop("error")
+    result: NvidiaDriverPlan = {
+        "errors": [error] if error else [],
+        "warnings": [],
+        "family": "",
+        "packages": [],
+        "fabricmanager_package": None,
+        "pinned": [],
+        "upstream_version": "",
+        "cuda_repo_url": "",
+        "cuda_repo_key_url": "",
+        "lock": "",
+        "initramfs_command": [],
+    }
+    result.update(decided)  # type: ignore[typeddict-item]  # _decide returns the same keys
+    return result
+
+
+def _decide(
     *,
     source: str,
     distribution: str,

@@ -7,7 +7,7 @@ version syntax, the DOCA repository layout per distribution and architecture) ar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
@@ -93,11 +93,41 @@ def _inbox_packages(os_family: str, wanted: dict[str, Any], errors: list[str]) -
     return list(packages.values())
 
 
-def plan(facts: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+class RdmaPackage(TypedDict):
+    name: str
+    version: str
+    spec: str  # name=version (apt) or name-version (dnf)
+
+
+class DocaRepo(TypedDict):
+    url: str
+    suites: str
+    components: list[str]
+    key_src: str  # a key file on the controller, or empty
+    key_url: str
+    key_fingerprints: list[str]
+    keyring: str  # where the key is written on the host
+
+
+class RdmaStackPlan(TypedDict):
+    flavor: str
+    manager: str  # apt or dnf
+    packages: list[RdmaPackage]  # the pins
+    holds: list[str]  # packages held (apt) or version-locked (dnf)
+    kernel_modules: list[str]
+    repo: DocaRepo | None  # the DOCA repository (doca flavor), else None
+    pending: list[str]  # pinned packages not installed at their pin (from facts' packages)
+    install: list[dict[str, Any]]  # what gpufabric.cluster.vendor_packages is given
+    errors: list[str]
+    warnings: list[str]
+
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> RdmaStackPlan:
     """Everything the role does on a host, plus every reason it must refuse to start.
 
-    facts: ansible_facts (os_family, distribution, distribution_version, architecture).
-    settings: the role's variables without the rdma_stack_ prefix.
+    settings: the role's variables without the rdma_stack_ prefix. host_plan: unused (the role does not read
+    the catalog; site.yml maps rdma_stack_fabric from it). facts: ansible_facts (os_family, distribution,
+    distribution_version, architecture, packages).
     """
     errors: list[str] = []
     os_family = facts.get("os_family", "")
@@ -119,6 +149,7 @@ def plan(facts: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         "kernel_modules": modules,
         "repo": None,
         "errors": errors,
+        "warnings": [],
     }
     if flavor == "inbox":
         wanted = settings.get("inbox_packages") or {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 TRUST = ("dscp", "pcp", "none")
 VERSIONS = {"v2": "RoCE v2", "v1": "IB/RoCE v1", "none": ""}
@@ -246,17 +246,42 @@ def env_errors(env: dict[str, str], profile: str) -> list[str]:
     return [f"{profile}: {error}" for error in errors]
 
 
-def plan(settings: dict[str, Any]) -> dict[str, Any]:
-    """Validate the role's settings against the catalog plan and derive what the script applies.
+class RocePlan(TypedDict):
+    errors: list[str]  # one message per bad input; the role fails on them before any change
+    warnings: list[str]
+    gid_index: int | None  # NCCL_IB_GID_INDEX; None: NCCL picks the GID
+    catalog_tc: int | None  # the catalog's NCCL_IB_TC
+    dscp: int  # DSCP of the traffic class NCCL sends
+    ecn_bits: int  # ECN codepoint in that traffic class
+    priority: int | None  # the priority NCCL's traffic lands on; None under trust none
+    priority_basis: str  # how that priority follows from the settings, for the report
+    trust: str
+    dscp2prio: list[list[int]]  # [DSCP, priority] pairs, sorted
+    pfc: list[int]
+    ecn: list[int]
+    traffic_class: int | None  # the driver's global traffic class; None: left alone
+    default_tos: int | None  # rdma_cm's default ToS; None: left alone
+    roce_version: str  # rdma_cm's default_roce_mode text; empty: left alone
+    wait_seconds: int
+    include: list[str]  # shell patterns of the GPU-network RDMA devices
+    exclude: list[str]
+    exclude_netdevs: list[str]  # the management NIC, never configured
+    expect_devices: int
+    device_source: str  # where the device patterns came from, for messages
+    needs_qos_tool: bool  # whether mlnx_qos must be installed
+    qos_tool_package: str  # what provides mlnx_qos on this OS family
 
-    ``settings``: the role variables without the ``roce_`` prefix, plus ``catalog`` (the fabric_plan
-    lookup result) and ``os_family``. Returns ``errors`` (the role fails on them before any change),
-    ``warnings``, and the derived values.
+
+def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> RocePlan:
+    """Validate the role's settings against the host's plan and derive what the script applies.
+
+    ``settings``: the role variables without the ``roce_`` prefix; ``host_plan``: gpufabric_plan (the catalog
+    profile's env and nics); ``facts``: ansible_facts (os_family). ``errors`` are the inputs the role refuses
+    before any change.
     """
     errors: list[str] = []
     warnings: list[str] = []
-    catalog = settings.get("catalog") or {}
-    env = {key: str(value) for key, value in (catalog.get("env") or {}).items()}
+    env = {key: str(value) for key, value in (host_plan.get("env") or {}).items()}
 
     catalog_tc, gid_index, service_level = catalog_numbers(env, errors)
 
@@ -290,8 +315,8 @@ def plan(settings: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(devices, list) or not all(isinstance(item, str) and item for item in devices):
         errors.append(f"roce_devices is {devices!r}; accepted: a list of RDMA device names or shell patterns")
         devices = []
-    include, exclude, source = device_patterns(devices, catalog)
-    nics = catalog.get("nics") or {}
+    include, exclude, source = device_patterns(devices, host_plan)
+    nics = host_plan.get("nics") or {}
     management = (nics.get("management") or {}).get("interface")
     exclude_netdevs = [str(management)] if management else []
     explicit = devices and not any(set(item) & set("*?[") for item in devices)
@@ -359,7 +384,7 @@ def plan(settings: dict[str, Any]) -> dict[str, Any]:
         "expect_devices": expect_devices,
         "device_source": source,
         "needs_qos_tool": needs_qos_tool,
-        "qos_tool_package": qos_tool_package(str(settings.get("os_family", "Debian"))),
+        "qos_tool_package": qos_tool_package(str(facts.get("os_family", "Debian"))),
     }
 
 

@@ -604,7 +604,7 @@ def test_role_and_catalog_share_one_env_rule():
     """The loader calls the role's own functions: a rule changes in one place."""
     roce = module_utils("roce")
     env = {"NCCL_IB_TC": "300"}
-    from_role = roce.plan({"catalog": {"env": env}})["errors"]
+    from_role = roce.plan({}, {"env": env}, {})["errors"]
     assert any("the catalog's NCCL_IB_TC is '300'" in error for error in from_role)
     assert roce.env_errors(env, "p") == ["p: the catalog's NCCL_IB_TC is '300'; accepted: an integer from 0 to 255"]
 

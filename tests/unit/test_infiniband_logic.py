@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import _import_plugins, module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
 
 ib = module_utils("infiniband")
 hw_facts = module_utils("hw_facts")
+ib_filter = _import_plugins("filter", "infiniband")
 fabric_plan = plugin_utils("fabric_plan")
 catalog = plugin_utils("fabric_catalog").load_catalog()
 
@@ -32,8 +34,9 @@ def catalog_plan(name: str) -> dict[str, Any]:
     return fabric_plan.plan_host({"gpufabric_profile": name}, catalog)
 
 
-def plan_for(name: str = NEBIUS, **settings: Any) -> dict[str, Any]:
-    return ib.plan(catalog_plan(name), {"profile": name, "os_family": "Debian", **settings})
+def plan_for(name: str = NEBIUS, os_family: str = "Debian", **settings: Any) -> dict[str, Any]:
+    """ib.plan as the role's one task calls it: the settings, gpufabric_plan and ansible_facts."""
+    return ib.plan(settings, catalog_plan(name), {"os_family": os_family})
 
 
 def facts_for(name: str, tmp_path: Path, faults: Faults | None = None) -> dict[str, Any]:
@@ -102,12 +105,20 @@ def test_plan_of_a_nebius_host():
 
 
 def test_plan_names_an_unknown_profile_and_a_foreign_fabric():
-    unknown = ib.plan({"profile": "unknown"}, {"profile": "nebius/gpu-h999"})
+    unknown = plan_for("nebius/gpu-h999")
     assert unknown["errors"] == [
-        "profile 'nebius/gpu-h999' is not in the fabric catalog; `gpufabric catalog list` shows the accepted names"
+        "profile 'nebius/gpu-h999' from host var gpufabric_profile is not in the catalog; "
+        "`gpufabric catalog list` shows the accepted names"
     ]
     efa = plan_for("aws/p5.48xlarge")
     assert efa["errors"][0].startswith("profile 'aws/p5.48xlarge' is a efa profile; this role serves fabric infiniband")
+
+
+def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword():
+    plan = ib_filter.infiniband_plan({"pkey": "0x8001"}, plan=catalog_plan(NEBIUS), facts={"os_family": "Debian"})
+    assert plan == plan_for(pkey="0x8001")
+    with pytest.raises(AnsibleFilterError, match=r"infiniband_plan: facts= is NoneType; accepted: a dictionary"):
+        ib_filter.infiniband_plan({}, plan=catalog_plan(NEBIUS))
 
 
 def test_plan_refuses_bad_input_each_with_its_variable():

@@ -6,10 +6,12 @@ hold method, and every bad input the role refuses before changing anything."""
 from __future__ import annotations
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import _import_plugins, module_utils
 
 nd = module_utils("nvidia_driver")
+nd_filter = _import_plugins("filter", "nvidia_driver_plan")
 
 BASE = {
     "source": "cuda_repo",
@@ -20,6 +22,14 @@ BASE = {
     "version": "570.133.20-1",
     "kernel_modules": "open",
 }
+FACT_KEYS = ("distribution", "distribution_major_version", "architecture")
+
+
+def run(**values: object) -> dict:
+    """nd.plan as the role's one task calls it: the role's settings, no host plan, ansible_facts."""
+    settings = {key: value for key, value in values.items() if key not in FACT_KEYS}
+    facts = {key: value for key, value in values.items() if key in FACT_KEYS}
+    return dict(nd.plan(settings, None, facts))
 
 
 @pytest.mark.parametrize(
@@ -103,8 +113,8 @@ def test_hold_method_and_initramfs_per_os():
 
 
 def test_plan_ok_with_fabric_manager_pinned_at_driver_version():
-    result = nd.plan(**BASE, gpu_model="H100-SXM-80GB", fabric_manager=True, nvswitch=True, gpudirect="peermem")
-    assert result["error"] == ""
+    result = run(**BASE, gpu_model="H100-SXM-80GB", fabric_manager=True, nvswitch=True, gpudirect="peermem")
+    assert result["errors"] == []
     assert result["pinned"] == ["nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-fabricmanager-570"]
     assert result["upstream_version"] == "570.133.20"
     assert result["cuda_repo_key_url"].endswith("/ubuntu2404/x86_64/3bf863cc.pub")
@@ -130,9 +140,23 @@ def test_plan_ok_with_fabric_manager_pinned_at_driver_version():
     ],
 )
 def test_plan_refuses_bad_input(changes, needle):
-    error = nd.plan(**{**BASE, **changes})["error"]
+    (error,) = run(**{**BASE, **changes})["errors"]
     assert needle in error
     assert "accepted" in error
+
+
+def test_the_filter_takes_the_settings_piped_and_the_facts_by_keyword():
+    settings = {key: value for key, value in BASE.items() if key not in FACT_KEYS}
+    facts = {key: BASE[key] for key in FACT_KEYS}
+    assert nd_filter.nvidia_driver_plan(settings, facts=facts) == run(**BASE)
+    with pytest.raises(AnsibleFilterError, match=r"nvidia_driver_plan: facts= is NoneType; accepted: a dictionary"):
+        nd_filter.nvidia_driver_plan(settings)
+
+
+def test_a_refused_plan_keeps_every_key_empty():
+    result = run(**{**BASE, "source": "ppa"})
+    assert set(result) == set(nd.NvidiaDriverPlan.__annotations__)
+    assert (result["pinned"], result["lock"], result["cuda_repo_url"]) == ([], "", "")
 
 
 def test_upstream_version():

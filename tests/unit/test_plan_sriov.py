@@ -4,10 +4,8 @@ the sriov role check the SR-IOV host vars with one check; host vars of the wrong
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +14,11 @@ import yaml
 from rich.console import Console
 
 from gpufabric import k8s
-from gpufabric.collection import collections_path, module_utils, plugin_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.plan import render, sriov_rows
 from gpufabric.simulated_hw import write_tree
 
-sys.path.insert(0, str(collections_path()))
-role_filter = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.sriov")
+sriov_role = module_utils("sriov_role")
 fabric_plan = plugin_utils("fabric_plan")
 hw_facts = module_utils("hw_facts")
 catalog = plugin_utils("fabric_catalog").load_catalog()
@@ -138,7 +135,7 @@ def test_role_and_plan_refuse_the_same_sriov_vars(tmp_path, key, value, error):
     root = tmp_path / "tree"
     write_tree(catalog.get(SRIOV_PROFILE), root)
     settings = _role_settings()
-    role = role_filter.plan(catalog_plan, {**settings, key: value}, hw_facts.gather(str(root)))
+    role = sriov_role.plan({**settings, key: value}, catalog_plan, {"gpufabric_hardware": hw_facts.gather(str(root))})
     assert any(message.startswith(error) for message in role["errors"]), role["errors"]
     with pytest.raises(fabric_plan.PlanError, match=re.escape(f"host var {error}")):
         fabric_plan.plan_host({"gpufabric_profile": SRIOV_PROFILE, f"sriov_{key}": value}, catalog)
@@ -150,7 +147,8 @@ def test_a_string_names_one_physical_function(tmp_path):
     root = tmp_path / "tree"
     write_tree(catalog.get(SRIOV_PROFILE), root)
     settings = _role_settings()
-    role = role_filter.plan(plan, {**settings, "physical_functions": "ibp23s0"}, hw_facts.gather(str(root)))
+    facts = {"gpufabric_hardware": hw_facts.gather(str(root))}
+    role = sriov_role.plan({**settings, "physical_functions": "ibp23s0"}, plan, facts)
     assert role["errors"] == []
     assert [pf["netdev"] for pf in role["pfs"]] == ["ibp23s0"]
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
-from gpufabric.collection import module_utils
+from gpufabric.collection import _import_plugins, module_utils
 
 rdma = module_utils("rdma_stack")
+rdma_filter = _import_plugins("filter", "rdma_stack")
 vendor_packages = module_utils("vendor_packages")
 
 DEBIAN12 = {"os_family": "Debian", "distribution": "Debian", "distribution_version": "12.8", "architecture": "x86_64"}
@@ -28,7 +30,7 @@ DOCA = {
 
 
 def test_inbox_on_debian_pins_with_apt_syntax():
-    plan = rdma.plan(DEBIAN12, {"flavor": "inbox", "fabric": "infiniband", "inbox_packages": INBOX})
+    plan = rdma.plan({"flavor": "inbox", "fabric": "infiniband", "inbox_packages": INBOX}, None, DEBIAN12)
     assert plan["errors"] == []
     assert plan["manager"] == "apt"
     assert [p["spec"] for p in plan["packages"]] == [
@@ -43,7 +45,7 @@ def test_inbox_on_debian_pins_with_apt_syntax():
 
 
 def test_inbox_on_rhel_maps_names_and_uses_dnf_syntax():
-    plan = rdma.plan(RHEL, {"flavor": "inbox", "fabric": "efa", "inbox_packages": INBOX})
+    plan = rdma.plan({"flavor": "inbox", "fabric": "efa", "inbox_packages": INBOX}, None, RHEL)
     assert plan["errors"] == []
     assert plan["manager"] == "dnf"
     assert [p["spec"] for p in plan["packages"]] == [
@@ -55,7 +57,9 @@ def test_inbox_on_rhel_maps_names_and_uses_dnf_syntax():
 
 
 def test_rhel_name_collision_with_different_versions_is_refused():
-    plan = rdma.plan(RHEL, {"flavor": "inbox", "fabric": "none", "inbox_packages": {"libucx0": "1", "ucx-utils": "2"}})
+    plan = rdma.plan(
+        {"flavor": "inbox", "fabric": "none", "inbox_packages": {"libucx0": "1", "ucx-utils": "2"}}, None, RHEL
+    )
     assert len(plan["errors"]) == 1 and "maps to ucx" in plan["errors"][0]
 
 
@@ -68,24 +72,24 @@ def test_rhel_name_collision_with_different_versions_is_refused():
     ],
 )
 def test_doca_repository_url_per_os(facts, url):
-    plan = rdma.plan(facts, DOCA)
+    plan = rdma.plan(DOCA, None, facts)
     assert plan["errors"] == []
     assert plan["repo"]["url"] == url
     assert plan["repo"]["suites"] == "./" and plan["repo"]["components"] == []
 
 
 def test_doca_keyring_path_follows_the_key_format_and_family():
-    assert rdma.plan(UBUNTU, DOCA)["repo"]["keyring"] == "/etc/apt/keyrings/gpufabric-doca.asc"
-    local = rdma.plan(UBUNTU, {**DOCA, "doca_key_src": "/tmp/repo/key.gpg"})["repo"]
+    assert rdma.plan(DOCA, None, UBUNTU)["repo"]["keyring"] == "/etc/apt/keyrings/gpufabric-doca.asc"
+    local = rdma.plan({**DOCA, "doca_key_src": "/tmp/repo/key.gpg"}, None, UBUNTU)["repo"]
     assert local["keyring"] == "/etc/apt/keyrings/gpufabric-doca.gpg" and local["key_src"] == "/tmp/repo/key.gpg"
-    assert rdma.plan(RHEL, DOCA)["repo"]["keyring"] == "/etc/pki/rpm-gpg/gpufabric-doca.asc"
+    assert rdma.plan(DOCA, None, RHEL)["repo"]["keyring"] == "/etc/pki/rpm-gpg/gpufabric-doca.asc"
 
 
 def test_doca_pins_the_profile_and_holds_it_once():
-    plan = rdma.plan(RHEL, DOCA)
+    plan = rdma.plan(DOCA, None, RHEL)
     assert [p["spec"] for p in plan["packages"]] == ["doca-ofed-2.9.1-1"]
     assert plan["holds"] == ["doca-ofed", "doca-ofed-userspace"]
-    ubuntu = rdma.plan(UBUNTU, DOCA)
+    ubuntu = rdma.plan(DOCA, None, UBUNTU)
     assert [p["spec"] for p in ubuntu["packages"]] == ["doca-ofed=2.9.1-1"]
     # What vendor_packages is given: the pin, and the held package it brings along.
     assert ubuntu["install"] == [
@@ -95,7 +99,7 @@ def test_doca_pins_the_profile_and_holds_it_once():
 
 
 def test_explicit_repo_url_wins():
-    plan = rdma.plan(DEBIAN12, {**DOCA, "doca_repo_url": "file:/srv/aptrepo", "doca_suite": "stable"})
+    plan = rdma.plan({**DOCA, "doca_repo_url": "file:/srv/aptrepo", "doca_suite": "stable"}, None, DEBIAN12)
     assert plan["repo"]["url"] == "file:/srv/aptrepo" and plan["repo"]["suites"] == "stable"
 
 
@@ -116,14 +120,21 @@ def test_explicit_repo_url_wins():
     ],
 )
 def test_bad_input_names_the_value(facts, settings, message):
-    errors = rdma.plan(facts, settings)["errors"]
+    errors = rdma.plan(settings, None, facts)["errors"]
     assert any(message in error for error in errors), errors
+
+
+def test_the_filter_takes_the_settings_piped_and_the_facts_by_keyword():
+    settings = {"flavor": "inbox", "fabric": "roce", "inbox_packages": INBOX}
+    assert rdma_filter.rdma_stack_plan(settings, facts=DEBIAN12) == rdma.plan(settings, None, DEBIAN12)
+    with pytest.raises(AnsibleFilterError, match=r"rdma_stack_plan: facts= is NoneType; accepted: a dictionary"):
+        rdma_filter.rdma_stack_plan(settings)
 
 
 def test_kernel_modules_override_and_fabrics_without_rdma():
     base = {"flavor": "inbox", "inbox_packages": INBOX}
-    assert rdma.plan(DEBIAN12, {**base, "fabric": "tcpxo"})["kernel_modules"] == []
-    assert rdma.plan(DEBIAN12, {**base, "fabric": "roce", "kernel_modules": ["mlx5_ib"]})["kernel_modules"] == [
+    assert rdma.plan({**base, "fabric": "tcpxo"}, None, DEBIAN12)["kernel_modules"] == []
+    assert rdma.plan({**base, "fabric": "roce", "kernel_modules": ["mlx5_ib"]}, None, DEBIAN12)["kernel_modules"] == [
         "mlx5_ib"
     ]
 
@@ -135,6 +146,6 @@ def test_pending_compares_installed_versions():
     rpm = {"rdma-core": [{"version": "44.0", "release": "2"}]}
     assert vendor_packages.pending(packages[:1], rpm) == []
     plan = rdma.plan(
-        {**DEBIAN12, "packages": installed}, {"flavor": "inbox", "fabric": "none", "inbox_packages": INBOX}
+        {"flavor": "inbox", "fabric": "none", "inbox_packages": INBOX}, None, {**DEBIAN12, "packages": installed}
     )
     assert plan["pending"] == ["ibverbs-utils", "libucx0", "ucx-utils"]

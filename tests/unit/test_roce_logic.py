@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
-from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.collection import _import_plugins, module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 roce = module_utils("roce")
 hw_facts = module_utils("hw_facts")
+roce_filter = _import_plugins("filter", "roce")
 fabric_catalog = plugin_utils("fabric_catalog")
 fabric_plan = plugin_utils("fabric_plan")
 
@@ -27,11 +29,18 @@ def catalog_plan(profile: str) -> dict:
 
 
 def settings(profile: str = OCI, **overrides) -> dict:
-    """The role's defaults without the prefix, as tasks/plan.yml passes them, plus overrides."""
+    """The role's defaults without the prefix, plus overrides, with the host plan under ``catalog`` and the
+    facts' ``os_family`` beside them (``run`` hands them to roce.plan apart, as tasks/plan.yml does)."""
     values = {key.removeprefix("roce_"): value for key, value in DEFAULTS.items()}
     values.update(catalog=catalog_plan(profile), os_family="Debian")
     values.update(overrides)
     return values
+
+
+def run(values: dict) -> dict:
+    """roce.plan as the roce_plan filter calls it: settings piped, plan=gpufabric_plan, facts=ansible_facts."""
+    role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
+    return roce.plan(role_vars, values["catalog"], {"os_family": values["os_family"]})
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +70,7 @@ def test_default_dscp_to_priority_is_dscp_shifted_by_three():
 
 
 def test_role_defaults_on_oci_follow_the_catalog():
-    plan = roce.plan(settings())
+    plan = run(settings())
     assert plan["errors"] == []
     assert plan["gid_index"] == 3
     assert (plan["catalog_tc"], plan["dscp"], plan["ecn_bits"]) == (41, 10, 1)
@@ -76,13 +85,21 @@ def test_role_defaults_on_oci_follow_the_catalog():
     assert plan["warnings"] == []
 
 
+def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword():
+    values = settings()
+    role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
+    assert roce_filter.roce_plan(role_vars, plan=values["catalog"], facts={"os_family": "Debian"}) == run(values)
+    with pytest.raises(AnsibleFilterError, match=r"roce_plan: plan= is NoneType; accepted: a dictionary"):
+        roce_filter.roce_plan(role_vars, facts={"os_family": "Debian"})
+
+
 @pytest.mark.parametrize("profile", sorted(name for name, p in CATALOG.profiles.items() if p["fabric"] == "roce"))
 def test_role_defaults_are_accepted_for_every_roce_profile(profile):
-    assert roce.plan(settings(profile))["errors"] == []
+    assert run(settings(profile))["errors"] == []
 
 
 def test_profile_without_nccl_ib_tc_leaves_the_traffic_class_alone():
-    plan = roce.plan(settings("baremetal/hgx-h100-roce-400g"))
+    plan = run(settings("baremetal/hgx-h100-roce-400g"))
     assert plan["errors"] == []
     assert (plan["catalog_tc"], plan["traffic_class"], plan["default_tos"]) == (None, None, None)
     # NCCL then sends TC 0: DSCP 0, priority 0.
@@ -96,7 +113,7 @@ def test_profile_without_nccl_ib_tc_leaves_the_traffic_class_alone():
 
 def test_oci_scripts_mapping_puts_nccl_on_a_lossless_priority():
     # oci-cn-auth's ifup_rdma.py for GPU shapes: dscp2prio set,10,0 and PFC 1,0,0,0,0,1,0,0.
-    plan = roce.plan(settings(dscp2prio={10: 0}, pfc_priorities=[5, 0], ecn_priorities=[0]))
+    plan = run(settings(dscp2prio={10: 0}, pfc_priorities=[5, 0], ecn_priorities=[0]))
     assert plan["errors"] == []
     assert plan["priority"] == 0
     assert plan["pfc"] == [0, 5]
@@ -105,36 +122,36 @@ def test_oci_scripts_mapping_puts_nccl_on_a_lossless_priority():
 
 
 def test_pfc_that_misses_nccls_priority_is_refused():
-    plan = roce.plan(settings(pfc_priorities=[3]))
+    plan = run(settings(pfc_priorities=[3]))
     assert plan["errors"] == [
         "NCCL_IB_TC 41 = DSCP 10, mapped to priority 1 by the default DSCP >> 3 mapping, which is not in "
         "roce_pfc_priorities [3]: NCCL's traffic would be lossy. Add 1 to roce_pfc_priorities or map DSCP 10 "
         "with roce_dscp2prio"
     ]
-    assert roce.plan(settings(pfc_priorities=[3], dscp2prio={"10": "3"}))["errors"] == []
+    assert run(settings(pfc_priorities=[3], dscp2prio={"10": "3"}))["errors"] == []
 
 
 def test_ecn_that_misses_nccls_priority_is_refused():
-    (error,) = roce.plan(settings(ecn_priorities=[3]))["errors"]
+    (error,) = run(settings(ecn_priorities=[3]))["errors"]
     assert "not in roce_ecn_priorities [3]" in error
     assert "Add 1 to roce_ecn_priorities" in error
 
 
 def test_pcp_trust_uses_the_service_level():
     values = settings(trust="pcp", pfc_priorities=[0])
-    assert roce.plan(values)["priority"] == 0
+    assert run(values)["priority"] == 0
     values["catalog"] = dict(values["catalog"], env=dict(values["catalog"]["env"], NCCL_IB_SL="3"))
-    plan = roce.plan(values)
+    plan = run(values)
     assert plan["priority"] == 3
     assert plan["errors"][0].startswith("NCCL_IB_SL 3 = priority 3 under PCP trust, which is not in")
 
 
 def test_trust_none_without_pfc_needs_no_mlnx_qos():
-    plan = roce.plan(settings(trust="none"))
+    plan = run(settings(trust="none"))
     assert plan["errors"] == []
     assert plan["priority"] is None
     assert plan["needs_qos_tool"] is False
-    assert roce.plan(settings(trust="none", pfc_priorities=[1]))["needs_qos_tool"] is True
+    assert run(settings(trust="none", pfc_priorities=[1]))["needs_qos_tool"] is True
 
 
 @pytest.mark.parametrize(
@@ -158,12 +175,12 @@ def test_trust_none_without_pfc_needs_no_mlnx_qos():
     ],
 )
 def test_bad_settings_are_refused_naming_value_variable_and_accepted(overrides, message):
-    errors = roce.plan(settings(**overrides))["errors"]
+    errors = run(settings(**overrides))["errors"]
     assert any(error.startswith(message) for error in errors), errors
 
 
 def test_explicit_traffic_class_and_tos_and_their_warnings():
-    plan = roce.plan(settings(traffic_class=106, default_tos="none", version="none"))
+    plan = run(settings(traffic_class=106, default_tos="none", version="none"))
     assert (plan["traffic_class"], plan["default_tos"], plan["roce_version"]) == (106, None, "")
     assert plan["warnings"] == [
         "roce_traffic_class 106 differs from the catalog's NCCL_IB_TC 41; the driver's global traffic class "
@@ -171,13 +188,13 @@ def test_explicit_traffic_class_and_tos_and_their_warnings():
     ]
     values = settings()
     values["catalog"] = dict(values["catalog"], env=dict(values["catalog"]["env"], NCCL_IB_FIFO_TC="84"))
-    assert any("NCCL_IB_FIFO_TC 84" in warning for warning in roce.plan(values)["warnings"])
+    assert any("NCCL_IB_FIFO_TC 84" in warning for warning in run(values)["warnings"])
 
 
 def test_bad_catalog_values_are_errors():
     values = settings()
     values["catalog"] = dict(values["catalog"], env={"NCCL_IB_TC": "4l", "NCCL_IB_GID_INDEX": "x"})
-    errors = roce.plan(values)["errors"]
+    errors = run(values)["errors"]
     assert "the catalog's NCCL_IB_TC is '4l'; accepted: an integer from 0 to 255" in errors
     assert "the catalog's NCCL_IB_GID_INDEX is 'x'; accepted: an integer from 0 to 255" in errors
 
@@ -185,14 +202,14 @@ def test_bad_catalog_values_are_errors():
 def test_gid_index_minus_one_lets_nccl_choose():
     values = settings()
     values["catalog"] = dict(values["catalog"], env=dict(values["catalog"]["env"], NCCL_IB_GID_INDEX="-1"))
-    assert roce.plan(values)["gid_index"] is None
+    assert run(values)["gid_index"] is None
 
 
 @pytest.mark.parametrize(
     ("family", "tool"), [("Debian", "apt install mlnx-tools"), ("RedHat", "dnf install mlnx-tools")]
 )
 def test_the_package_named_for_mlnx_qos_follows_the_os_family(family, tool):
-    assert tool in roce.plan(settings(os_family=family))["qos_tool_package"]
+    assert tool in run(settings(os_family=family))["qos_tool_package"]
 
 
 # ---------------------------------------------------------------------------
@@ -221,8 +238,8 @@ def test_device_patterns_prefer_the_explicit_list_then_the_catalog_names():
     named = dict(plan, nics={"gpu": {"rdma_devices": ["mlx5_0", "mlx5_1"]}})
     assert roce.device_patterns([], named) == (["mlx5_0", "mlx5_1"], [], "the catalog's nics.gpu.rdma_devices")
     assert roce.device_patterns([], plan) == (["mlx5*"], [], "the catalog's NCCL_IB_HCA")
-    assert roce.plan(settings(devices=["mlx5_0", "mlx5_1"]))["expect_devices"] == 2
-    assert roce.plan(settings(devices=["mlx5_*"]))["expect_devices"] == 16
+    assert run(settings(devices=["mlx5_0", "mlx5_1"]))["expect_devices"] == 2
+    assert run(settings(devices=["mlx5_*"]))["expect_devices"] == 16
 
 
 def test_select_devices_on_the_simulated_oci_host(oci_facts):

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import collections_path, module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
 
 sys.path.insert(0, str(collections_path()))
 role_filter = importlib.import_module("ansible_collections.gpufabric.cluster.plugins.filter.sriov")
+sriov_role = module_utils("sriov_role")
 firmware = module_utils("sriov_firmware")
 hw_facts = module_utils("hw_facts")
 fabric_plan = plugin_utils("fabric_plan")
@@ -60,7 +62,7 @@ def settings(**overrides: Any) -> dict[str, Any]:
 
 
 def plan_for(facts: dict[str, Any], name: str = PROFILE, **overrides: Any) -> dict[str, Any]:
-    return role_filter.plan(catalog_plan(name), settings(profile=name, **overrides), facts)
+    return sriov_role.plan(settings(**overrides), catalog_plan(name), {"gpufabric_hardware": facts})
 
 
 def with_vf(facts: dict[str, Any]) -> dict[str, Any]:
@@ -210,29 +212,35 @@ def test_bad_input_is_named(facts, overrides, error):
     assert any(message.startswith(error) for message in plan["errors"]), plan["errors"]
 
 
+def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword(facts):
+    found = role_filter.sriov_plan(settings(), plan=catalog_plan(), facts={"gpufabric_hardware": facts})
+    assert found == plan_for(facts)
+    with pytest.raises(AnsibleFilterError, match=r"sriov_plan: plan= is NoneType; accepted: a dictionary"):
+        role_filter.sriov_plan(settings(), facts={})
+
+
 def test_profile_without_sriov_is_refused(facts):
-    plan = role_filter.plan(
-        catalog_plan("baremetal/hgx-h100-ib-ndr"), settings(profile="baremetal/hgx-h100-ib-ndr"), facts
-    )
+    plan = sriov_role.plan(settings(), catalog_plan("baremetal/hgx-h100-ib-ndr"), {"gpufabric_hardware": facts})
     (error,) = plan["errors"]
     assert error.startswith("profile 'baremetal/hgx-h100-ib-ndr' declares no virtual functions")
 
 
 def test_unknown_profile_is_refused(facts):
-    plan = role_filter.plan(catalog_plan("nowhere/none"), settings(profile="nowhere/none"), facts)
+    plan = sriov_role.plan(settings(), catalog_plan("nowhere/none"), {"gpufabric_hardware": facts})
     assert plan["errors"] == [
-        "profile 'nowhere/none' is not in the catalog; accepted: a profile of `gpufabric catalog list`"
+        "profile 'nowhere/none' from host var gpufabric_profile is not in the catalog; "
+        "accepted: a profile of `gpufabric catalog list`"
     ]
 
 
 def test_host_without_the_nics_is_refused():
-    plan = role_filter.plan(catalog_plan(), settings(), {"nics": [], "rdma_devices": []})
+    plan = sriov_role.plan(settings(), catalog_plan(), {"gpufabric_hardware": {"nics": [], "rdma_devices": []}})
     (error,) = plan["errors"]
     assert error.startswith("no ConnectX physical function with pci_id in ['15b3:1021'] was found under /")
 
 
 def test_bake_selects_at_boot_by_pci_id():
-    plan = role_filter.plan(catalog_plan(), settings(bake=True), {})
+    plan = sriov_role.plan(settings(bake=True), catalog_plan(), {})
     assert plan["errors"] == []
     assert plan["config"]["physical_functions"] == []
     assert plan["config"]["select"] == {
@@ -254,11 +262,11 @@ def test_bake_selects_at_boot_by_pci_id():
 
 
 def test_bake_with_named_physical_functions():
-    plan = role_filter.plan(catalog_plan(), settings(bake=True, physical_functions=["17:00.0", "ibp24s0"]), {})
+    plan = sriov_role.plan(settings(bake=True, physical_functions=["17:00.0", "ibp24s0"]), catalog_plan(), {})
     assert plan["errors"] == []
     assert [entry["pf"] for entry in plan["config"]["physical_functions"]] == ["0000:17:00.0", "ibp24s0"]
     assert plan["config"]["select"] is None
-    refused = role_filter.plan(catalog_plan(), settings(bake=True, physical_functions=["mlx5_0"]), {})
+    refused = sriov_role.plan(settings(bake=True, physical_functions=["mlx5_0"]), catalog_plan(), {})
     assert refused["errors"][0].startswith("sriov_physical_functions entry 'mlx5_0' is an RDMA device name")
 
 
@@ -271,7 +279,7 @@ def test_hw_root_goes_into_the_boot_configuration(facts):
 def test_live_host_boots_from_the_file_a_bake_writes(facts):
     """PFs from the profile: the boot file selects by PCI id, so a host from a baked image shows no drift."""
     live = plan_for(facts)
-    baked = role_filter.plan(catalog_plan(), settings(bake=True), {})
+    baked = sriov_role.plan(settings(bake=True), catalog_plan(), {})
     assert [entry["pf"] for entry in live["config"]["physical_functions"]] == PFS
     assert live["boot_config"] == baked["boot_config"] == baked["config"]
     assert live["boot_config"]["physical_functions"] == []
