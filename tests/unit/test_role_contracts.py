@@ -260,3 +260,53 @@ def test_the_labs_container_knobs_are_role_options():
         spec = options(role).get(variable)
         assert spec is not None, f"lab_files.CONTAINER_KNOBS sets {variable}, which {role} does not have"
         assert spec.get("default") != value, f"{variable}: the lab's value must differ from the production default"
+
+
+# ---------------------------------------------------------------- one calling convention for the plan helpers
+
+# docs/architecture.md, "The roles' plan helpers": a role's plan comes from one filter, <role>_plan, fed the role's
+# settings and given the host's plan and facts by keyword. Roles that do not read the catalog omit plan=.
+PLAN_CALL = re.compile(r"gpufabric\.cluster\.(?P<role>[a-z_]+?)_plan\((?P<args>[^)]*)\)")
+PLAN_ARGS = {"plan=gpufabric_plan, facts=ansible_facts", "facts=ansible_facts", "plan=gpufabric_plan"}
+
+
+def role_texts() -> dict[Path, str]:
+    return {
+        path: path.read_text(encoding="utf-8")
+        for path in sorted((REPO / "roles").glob("*/*/*"))
+        if path.suffix in (".yml", ".j2") and path.parent.name in ("tasks", "templates", "handlers", "vars")
+    }
+
+
+def plan_filters() -> set[str]:
+    """The roles whose plan comes from a filter named after them."""
+    names = set()
+    for path in (REPO / "plugins" / "filter").glob("*.py"):
+        names.update(re.findall(r'"([a-z_]+)_plan": ', path.read_text(encoding="utf-8")))
+    return names & set(ROLES)
+
+
+def test_every_plan_helper_is_called_one_way():
+    calls = []
+    for path, text in role_texts().items():
+        for match in PLAN_CALL.finditer(text):
+            role = match["role"]
+            if role not in ROLES:
+                continue  # another helper whose name ends in _plan (sriov_firmware_plan reads the sriov plan)
+            where = f"{path.relative_to(REPO)}: {match[0]}"
+            calls.append(role)
+            assert path.parts[-3] == role, f"{where}: only the role {role} calls its plan helper"
+            before = text[: match.start()]
+            assert re.search(rf"\b{role}__settings\s*\|\s*$", before), f"{where}: the input is {role}__settings"
+            assert match["args"] in PLAN_ARGS, f"{where}: the arguments are plan=gpufabric_plan and facts=ansible_facts"
+    assert set(calls) == plan_filters(), "every role with a plan filter plans through it"
+
+
+def test_no_role_helper_dispatches_by_string_or_reads_the_catalog():
+    for path, text in role_texts().items():
+        where = path.relative_to(REPO)
+        assert not re.search(r"gpufabric\.cluster\.[a-z_]+\(\s*['\"]", text), f"{where}: a filter chosen by a string"
+        if path.parts[-3] != "plan":
+            assert not re.search(r"catalog_files\s*=", text), (
+                f"{where}: roles read the catalog's data from gpufabric_plan"
+            )
