@@ -6,19 +6,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import aws_efa
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def _dict(value, filter_name, what):
     if not isinstance(value, dict):
         raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
     return value
-
-
-def aws_efa_plan(settings, plan=None, facts=None):
-    _dict(settings, "aws_efa_plan", "the role's settings aws_efa__settings")
-    host_plan = None if plan is None else _dict(plan, "aws_efa_plan", "the host's plan gpufabric_plan as plan=")
-    host_facts = None if facts is None else _dict(facts, "aws_efa_plan", "ansible_facts as facts=")
-    return aws_efa.plan(settings, host_plan, host_facts)
 
 
 def aws_efa_install(plan, marker="", state=""):
@@ -48,7 +42,7 @@ def aws_efa_fi_info(output, plan):
 class FilterModule:
     def filters(self):
         return {
-            "aws_efa_plan": aws_efa_plan,
+            "aws_efa_plan": role_plan_filter("aws_efa", aws_efa.plan),
             "aws_efa_install": aws_efa_install,
             "aws_efa_libraries": aws_efa_libraries,
             "aws_efa_fi_info": aws_efa_fi_info,

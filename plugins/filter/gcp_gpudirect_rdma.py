@@ -6,26 +6,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import gcp_gpudirect_rdma as gib
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def _dict(value, what):
     if not isinstance(value, dict):
         raise AnsibleFilterError(f"gcp_gpudirect_rdma filters expect {what} (a dictionary)")
     return value
-
-
-def gcp_gpudirect_rdma_plan(settings, plan=None, facts=None):
-    for what, value, accepted in (
-        ("its input", settings, "gcp_gpudirect_rdma__settings, the role's variables without the prefix"),
-        ("plan=", plan, "gpufabric_plan, the host's plan"),
-        ("facts=", facts, "ansible_facts"),
-    ):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"gcp_gpudirect_rdma_plan: {what} is {type(value).__name__} {value!r:.80}; "
-                f"accepted: {accepted} (a dictionary)"
-            )
-    return gib.plan(settings, plan, facts)
 
 
 def gcp_gpudirect_rdma_nic_findings(hardware, nics):
@@ -47,7 +34,7 @@ def gcp_gpudirect_rdma_blocking(findings, fail_on):
 class FilterModule:
     def filters(self):
         return {
-            "gcp_gpudirect_rdma_plan": gcp_gpudirect_rdma_plan,
+            "gcp_gpudirect_rdma_plan": role_plan_filter("gcp_gpudirect_rdma", gib.plan),
             "gcp_gpudirect_rdma_nic_findings": gcp_gpudirect_rdma_nic_findings,
             "gcp_gpudirect_rdma_script_exports": gcp_gpudirect_rdma_script_exports,
             "gcp_gpudirect_rdma_env_differences": gcp_gpudirect_rdma_env_differences,

@@ -46,24 +46,11 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_tcpx import plan as plan_tcpx
-
-
-def gcp_tcpx_plan(settings, plan=None, facts=None):
-    for what, value, accepted in (
-        ("its input", settings, "gcp_tcpx__settings, the role's variables without the prefix"),
-        ("plan=", plan, "gpufabric_plan, the host's plan"),
-        ("facts=", facts, "ansible_facts"),
-    ):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"gcp_tcpx_plan: {what} is {type(value).__name__} {value!r:.80}; accepted: {accepted} (a dictionary)"
-            )
-    return plan_tcpx(settings, plan, facts)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"gcp_tcpx_plan": gcp_tcpx_plan}
+        return {"gcp_tcpx_plan": role_plan_filter("gcp_tcpx", plan_tcpx)}

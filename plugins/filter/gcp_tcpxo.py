@@ -6,19 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import gcp_tcpxo as tcpxo
-
-
-def gcp_tcpxo_plan(settings, plan=None, facts=None):
-    for what, value, accepted in (
-        ("its input", settings, "gcp_tcpxo__settings, the role's variables without the prefix"),
-        ("plan=", plan, "gpufabric_plan, the host's plan"),
-        ("facts=", facts, "ansible_facts"),
-    ):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"gcp_tcpxo_plan: {what} is {type(value).__name__} {value!r:.80}; accepted: {accepted} (a dictionary)"
-            )
-    return tcpxo.plan(settings, plan, facts)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
@@ -42,7 +30,7 @@ def gcp_tcpxo_env_differences(script, env, lib_dir):
 class FilterModule:
     def filters(self):
         return {
-            "gcp_tcpxo_plan": gcp_tcpxo_plan,
+            "gcp_tcpxo_plan": role_plan_filter("gcp_tcpxo", tcpxo.plan),
             "gcp_tcpxo_nic_findings": gcp_tcpxo_nic_findings,
             "gcp_tcpxo_packages": gcp_tcpxo_packages,
             "gcp_tcpxo_env_differences": gcp_tcpxo_env_differences,

@@ -6,23 +6,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import infiniband
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def _mapping(value, what):
     if not isinstance(value, dict):
         raise AnsibleFilterError(f"{what} expects a dictionary, got {type(value).__name__}")
     return value
-
-
-def infiniband_plan(settings, plan=None, facts=None):
-    """``infiniband__settings | infiniband_plan(plan=gpufabric_plan, facts=ansible_facts)``."""
-    for name, value in (("the piped settings", settings), ("plan=", plan), ("facts=", facts)):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"infiniband_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
-                "without the infiniband_ prefix piped in, plan=gpufabric_plan, facts=ansible_facts)"
-            )
-    return infiniband.plan(settings, plan, facts)
 
 
 def infiniband_hcas(facts, plan):
@@ -44,7 +34,7 @@ def infiniband_env_findings(facts, env, names):
 class FilterModule:
     def filters(self):
         return {
-            "infiniband_plan": infiniband_plan,
+            "infiniband_plan": role_plan_filter("infiniband", infiniband.plan),
             "infiniband_hcas": infiniband_hcas,
             "infiniband_port_findings": infiniband_port_findings,
             "infiniband_env_findings": infiniband_env_findings,

@@ -8,19 +8,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl_tests_run
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_judge import judge
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import over_limit, parse_runs
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def _dict(value, filter_name, what):
     if not isinstance(value, dict):
         raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
     return value
-
-
-def nccl_tests_plan(settings, plan=None, facts=None):
-    _dict(settings, "nccl_tests_plan", "the role's settings nccl_tests__settings")
-    return nccl_tests_run.plan(
-        settings, _host_plan(plan, "nccl_tests_plan", required=False), _facts(facts, "nccl_tests_plan")
-    )
 
 
 def nccl_tests_run_plan(settings, install, hosts, addresses, plan, facts=None):
@@ -82,7 +76,7 @@ def nccl_judge(run, plan, nodes, algo="default", collective=None):
 class FilterModule:
     def filters(self):
         return {
-            "nccl_tests_plan": nccl_tests_plan,
+            "nccl_tests_plan": role_plan_filter("nccl_tests", nccl_tests_run.plan, reads_catalog=False),
             "nccl_tests_run_plan": nccl_tests_run_plan,
             "nccl_tests_verdict": nccl_tests_verdict,
             "nccl_parse": nccl_parse,

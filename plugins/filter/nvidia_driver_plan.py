@@ -48,26 +48,11 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import nvidia_driver
-
-
-def nvidia_driver_plan(settings, plan=None, facts=None):
-    """``nvidia_driver__settings | nvidia_driver_plan(facts=ansible_facts)``; the role reads no catalog."""
-    for name, value in (("the piped settings", settings), ("facts=", facts)):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"nvidia_driver_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
-                "without the nvidia_driver_ prefix piped in, facts=ansible_facts)"
-            )
-    if plan is not None and not isinstance(plan, dict):
-        raise AnsibleFilterError(
-            f"nvidia_driver_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or none"
-        )
-    return nvidia_driver.plan(settings, plan, facts)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"nvidia_driver_plan": nvidia_driver_plan}
+        return {"nvidia_driver_plan": role_plan_filter("nvidia_driver", nvidia_driver.plan, reads_catalog=False)}

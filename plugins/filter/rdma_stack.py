@@ -52,26 +52,11 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import rdma_stack
-
-
-def rdma_stack_plan(settings, plan=None, facts=None):
-    """``rdma_stack__settings | rdma_stack_plan(facts=ansible_facts)``; the role reads no catalog."""
-    for name, value in (("the piped settings", settings), ("facts=", facts)):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"rdma_stack_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
-                "without the rdma_stack_ prefix piped in, facts=ansible_facts)"
-            )
-    if plan is not None and not isinstance(plan, dict):
-        raise AnsibleFilterError(
-            f"rdma_stack_plan: plan= is {type(plan).__name__}; accepted: gpufabric_plan or nothing"
-        )
-    return rdma_stack.plan(settings, plan, facts)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"rdma_stack_plan": rdma_stack_plan}
+        return {"rdma_stack_plan": role_plan_filter("rdma_stack", rdma_stack.plan, reads_catalog=False)}

@@ -6,17 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import roce
-
-
-def roce_plan(settings, plan=None, facts=None):
-    """``roce__settings | roce_plan(plan=gpufabric_plan, facts=ansible_facts)``."""
-    for name, value in (("the piped settings", settings), ("plan=", plan), ("facts=", facts)):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"roce_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables without "
-                "the roce_ prefix piped in, plan=gpufabric_plan, facts=ansible_facts)"
-            )
-    return roce.plan(settings, plan, facts)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def roce_devices(hardware, plan):
@@ -43,7 +33,7 @@ def roce_readback_errors(lines, expected):
 class FilterModule:
     def filters(self):
         return {
-            "roce_plan": roce_plan,
+            "roce_plan": role_plan_filter("roce", roce.plan),
             "roce_devices": roce_devices,
             "roce_gid_errors": roce_gid_errors,
             "roce_expected_files": roce_expected_files,

@@ -8,6 +8,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov, sriov_firmware, sriov_role
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 def _mapping(value, what):
@@ -90,17 +91,6 @@ def drift(vf_results: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def sriov_plan(settings, plan=None, facts=None):
-    """``sriov__settings | sriov_plan(plan=gpufabric_plan, facts=ansible_facts)``."""
-    for name, value in (("the piped settings", settings), ("plan=", plan), ("facts=", facts)):
-        if not isinstance(value, dict):
-            raise AnsibleFilterError(
-                f"sriov_plan: {name} is {type(value).__name__}; accepted: a dictionary (the role's variables "
-                "without the sriov_ prefix piped in, plan=gpufabric_plan, facts=ansible_facts)"
-            )
-    return sriov_role.plan(settings, plan, facts)
-
-
 def sriov_firmware_plan(queries, sriov_plan_):
     return firmware_plan(list(queries), _mapping(sriov_plan_, "sriov_firmware_plan plan"))
 
@@ -116,7 +106,7 @@ def sriov_drift(vf_results):
 class FilterModule:
     def filters(self):
         return {
-            "sriov_plan": sriov_plan,
+            "sriov_plan": role_plan_filter("sriov", sriov_role.plan),
             "sriov_firmware_plan": sriov_firmware_plan,
             "sriov_address_conflicts": sriov_address_conflicts,
             "sriov_drift": sriov_drift,

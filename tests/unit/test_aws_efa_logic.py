@@ -483,8 +483,14 @@ def test_the_filters_take_the_plans_and_refuse_what_is_not_their_input():
     assert filters["aws_efa_libraries"](plan, found) == efa.library_findings(CATALOG_LD_PATH, found, plan["components"])
     assert filters["aws_efa_fi_info"](FI_INFO_P4D, host_plan) == efa.fi_info_report(FI_INFO_P4D, 4, "aws/p4d.24xlarge")
     refusals = [
-        (lambda: filters["aws_efa_plan"]("plan"), "aws_efa_plan expects the role's settings aws_efa__settings"),
-        (lambda: filters["aws_efa_plan"]({}, plan="aws/p5"), "expects the host's plan gpufabric_plan as plan="),
+        (
+            lambda: filters["aws_efa_plan"]("plan"),
+            "aws_efa_plan: its input is str 'plan'; accepted: aws_efa__settings, the role's variables",
+        ),
+        (
+            lambda: filters["aws_efa_plan"]({}, plan="aws/p5"),
+            "aws_efa_plan: plan= is str 'aws/p5'; accepted: gpufabric_plan, the host's plan",
+        ),
         (lambda: filters["aws_efa_install"](plan_of(version="x")), "expects a plan without errors"),
         (lambda: filters["aws_efa_libraries"](plan, "/opt"), "expects found as a list of paths, got str"),
         (lambda: filters["aws_efa_fi_info"]("", {"profile": "unknown"}), "profile 'unknown' has no GPU NIC count"),

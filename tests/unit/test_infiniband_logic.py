@@ -115,10 +115,14 @@ def test_plan_names_an_unknown_profile_and_a_foreign_fabric():
 
 
 def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword():
-    plan = ib_filter.infiniband_plan({"pkey": "0x8001"}, plan=catalog_plan(NEBIUS), facts={"os_family": "Debian"})
+    plan = ib_filter.FilterModule().filters()["infiniband_plan"](
+        {"pkey": "0x8001"}, plan=catalog_plan(NEBIUS), facts={"os_family": "Debian"}
+    )
     assert plan == plan_for(pkey="0x8001")
-    with pytest.raises(AnsibleFilterError, match=r"infiniband_plan: facts= is NoneType; accepted: a dictionary"):
-        ib_filter.infiniband_plan({}, plan=catalog_plan(NEBIUS))
+    with pytest.raises(
+        AnsibleFilterError, match=r"infiniband_plan: facts= is NoneType None; accepted: ansible_facts \(a dictionary\)"
+    ):
+        ib_filter.FilterModule().filters()["infiniband_plan"]({}, plan=catalog_plan(NEBIUS))
 
 
 def test_plan_refuses_bad_input_each_with_its_variable():

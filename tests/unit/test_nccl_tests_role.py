@@ -140,8 +140,9 @@ def test_the_filters_read_the_plan_not_the_catalog_and_refuse_what_is_not_their_
     assert install["errors"] == []
     assert filters["nccl_tests_verdict"]({"status": "pass", "reasons": []}, exit_code=7)["status"] == "fail"
     assert filters["nccl_tests_verdict"]({"status": "pass", "reasons": []})["exit_code"] is None
-    assert "nccl_tests_plan expects the role's settings nccl_tests__settings (a dictionary), got str" in _error(
-        lambda: filters["nccl_tests_plan"]("install")
+    assert (
+        "nccl_tests_plan: its input is str 'install'; accepted: nccl_tests__settings, the role's variables"
+        in _error(lambda: filters["nccl_tests_plan"]("install"))
     )
     assert "expects the host's plan gpufabric_plan as plan= (a dictionary), got str" in _error(
         lambda: filters["nccl_tests_run_plan"]({}, install, ["a"], ["a"], plan=PROFILE)

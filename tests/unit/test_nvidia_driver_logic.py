@@ -148,9 +148,12 @@ def test_plan_refuses_bad_input(changes, needle):
 def test_the_filter_takes_the_settings_piped_and_the_facts_by_keyword():
     settings = {key: value for key, value in BASE.items() if key not in FACT_KEYS}
     facts = {key: BASE[key] for key in FACT_KEYS}
-    assert nd_filter.nvidia_driver_plan(settings, facts=facts) == run(**BASE)
-    with pytest.raises(AnsibleFilterError, match=r"nvidia_driver_plan: facts= is NoneType; accepted: a dictionary"):
-        nd_filter.nvidia_driver_plan(settings)
+    assert nd_filter.FilterModule().filters()["nvidia_driver_plan"](settings, facts=facts) == run(**BASE)
+    with pytest.raises(
+        AnsibleFilterError,
+        match=r"nvidia_driver_plan: facts= is NoneType None; accepted: ansible_facts \(a dictionary\)",
+    ):
+        nd_filter.FilterModule().filters()["nvidia_driver_plan"](settings)
 
 
 def test_a_refused_plan_keeps_every_key_empty():

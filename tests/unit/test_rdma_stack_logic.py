@@ -126,9 +126,13 @@ def test_bad_input_names_the_value(facts, settings, message):
 
 def test_the_filter_takes_the_settings_piped_and_the_facts_by_keyword():
     settings = {"flavor": "inbox", "fabric": "roce", "inbox_packages": INBOX}
-    assert rdma_filter.rdma_stack_plan(settings, facts=DEBIAN12) == rdma.plan(settings, None, DEBIAN12)
-    with pytest.raises(AnsibleFilterError, match=r"rdma_stack_plan: facts= is NoneType; accepted: a dictionary"):
-        rdma_filter.rdma_stack_plan(settings)
+    assert rdma_filter.FilterModule().filters()["rdma_stack_plan"](settings, facts=DEBIAN12) == rdma.plan(
+        settings, None, DEBIAN12
+    )
+    with pytest.raises(
+        AnsibleFilterError, match=r"rdma_stack_plan: facts= is NoneType None; accepted: ansible_facts \(a dictionary\)"
+    ):
+        rdma_filter.FilterModule().filters()["rdma_stack_plan"](settings)
 
 
 def test_kernel_modules_override_and_fabrics_without_rdma():

@@ -88,9 +88,14 @@ def test_role_defaults_on_oci_follow_the_catalog():
 def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword():
     values = settings()
     role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
-    assert roce_filter.roce_plan(role_vars, plan=values["catalog"], facts={"os_family": "Debian"}) == run(values)
-    with pytest.raises(AnsibleFilterError, match=r"roce_plan: plan= is NoneType; accepted: a dictionary"):
-        roce_filter.roce_plan(role_vars, facts={"os_family": "Debian"})
+    assert roce_filter.FilterModule().filters()["roce_plan"](
+        role_vars, plan=values["catalog"], facts={"os_family": "Debian"}
+    ) == run(values)
+    with pytest.raises(
+        AnsibleFilterError,
+        match=r"roce_plan: plan= is NoneType None; accepted: gpufabric_plan, the host's plan \(a dictionary\)",
+    ):
+        roce_filter.FilterModule().filters()["roce_plan"](role_vars, facts={"os_family": "Debian"})
 
 
 @pytest.mark.parametrize("profile", sorted(name for name, p in CATALOG.profiles.items() if p["fabric"] == "roce"))

@@ -4,6 +4,7 @@ shared concept alike, the verify entry point has one shape, and production defau
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from gpufabric.collection import plugin_utils
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.parent.parent.name for path in (REPO / "roles").glob("*/tasks/main.yml"))
@@ -267,7 +270,7 @@ def test_the_labs_container_knobs_are_role_options():
 # docs/architecture.md, "The roles' plan helpers": a role's plan comes from one filter, <role>_plan, fed the role's
 # settings and given the host's plan and facts by keyword. Roles that do not read the catalog omit plan=.
 PLAN_CALL = re.compile(r"gpufabric\.cluster\.(?P<role>[a-z_]+?)_plan\((?P<args>[^)]*)\)")
-PLAN_ARGS = {"plan=gpufabric_plan, facts=ansible_facts", "facts=ansible_facts", "plan=gpufabric_plan"}
+PLAN_ARGS = {"plan=gpufabric_plan, facts=ansible_facts", "facts=ansible_facts"}
 
 
 def role_texts() -> dict[Path, str]:
@@ -279,11 +282,17 @@ def role_texts() -> dict[Path, str]:
 
 
 def plan_filters() -> set[str]:
-    """The roles whose plan comes from a filter named after them."""
-    names = set()
+    """The roles whose plan comes from a filter named after them; each is made by plugin_utils.role_plan."""
+    roles = set()
+    plugin_utils("role_plan")  # makes ansible_collections.gpufabric.cluster importable
     for path in (REPO / "plugins" / "filter").glob("*.py"):
-        names.update(re.findall(r'"([a-z_]+)_plan": ', path.read_text(encoding="utf-8")))
-    return names & set(ROLES)
+        module = importlib.import_module(f"ansible_collections.gpufabric.cluster.plugins.filter.{path.stem}")
+        for name, function in module.FilterModule().filters().items():
+            role = name.removesuffix("_plan")
+            if role in ROLES:
+                assert function.__module__.endswith("plugin_utils.role_plan"), f"{name}: make it with role_plan_filter"
+                roles.add(role)
+    return roles
 
 
 def test_every_plan_helper_is_called_one_way():

@@ -213,10 +213,15 @@ def test_bad_input_is_named(facts, overrides, error):
 
 
 def test_the_filter_takes_the_settings_piped_and_the_plan_and_facts_by_keyword(facts):
-    found = role_filter.sriov_plan(settings(), plan=catalog_plan(), facts={"gpufabric_hardware": facts})
+    found = role_filter.FilterModule().filters()["sriov_plan"](
+        settings(), plan=catalog_plan(), facts={"gpufabric_hardware": facts}
+    )
     assert found == plan_for(facts)
-    with pytest.raises(AnsibleFilterError, match=r"sriov_plan: plan= is NoneType; accepted: a dictionary"):
-        role_filter.sriov_plan(settings(), facts={})
+    with pytest.raises(
+        AnsibleFilterError,
+        match=r"sriov_plan: plan= is NoneType None; accepted: gpufabric_plan, the host's plan \(a dictionary\)",
+    ):
+        role_filter.FilterModule().filters()["sriov_plan"](settings(), facts={})
 
 
 def test_profile_without_sriov_is_refused(facts):
