@@ -109,16 +109,20 @@ def driver_packages(source: str, distribution: str, branch: str, kernel_modules:
     return ["nvidia-open"] if open_ else ["cuda-drivers", "kmod-nvidia-latest-dkms"]
 
 
-def cuda_repo_url(distribution: str, major_version: str, architecture: str) -> str:
-    """https://developer.download.nvidia.com/compute/cuda/repos/<ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/."""
+def cuda_repo_url(distribution: str, version: str, architecture: str) -> str:
+    """https://developer.download.nvidia.com/compute/cuda/repos/<ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/.
+
+    ``version`` is the fact distribution_version (Ubuntu "22.04", Debian "12.11", RHEL "9.6"): on Ubuntu the
+    major version alone ("22") does not name the repository.
+    """
     fam = family(distribution)
-    major = str(major_version)
+    version = str(version)
     if fam == "ubuntu":
-        tag = "ubuntu" + major.replace(".", "")
+        tag = "ubuntu" + version.replace(".", "")
     elif fam == "debian":
-        tag = f"debian{major.split('.', 1)[0]}"
+        tag = f"debian{version.split('.', 1)[0]}"
     else:
-        tag = f"rhel{major.split('.', 1)[0]}"
+        tag = f"rhel{version.split('.', 1)[0]}"
     arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(architecture)
     if arch is None:
         raise ValueError(f"architecture '{architecture}' is not supported; accepted: x86_64, aarch64")
@@ -154,12 +158,13 @@ class NvidiaDriverPlan(TypedDict):
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NvidiaDriverPlan:
     """Everything the role needs from its settings (its variables without the ``nvidia_driver_`` prefix) and the
-    host's facts (distribution, distribution_major_version, architecture). ``host_plan`` is not read: site.yml
+    host's facts (distribution, distribution_version, architecture). ``host_plan`` is not read: site.yml
     maps the profile's GPU model and NVSwitch into the role's variables."""
     decided = _decide(
         source=str(settings.get("source", "")),
         distribution=str(facts.get("distribution", "")),
-        distribution_major_version=str(facts.get("distribution_major_version", "")),
+        # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
+        distribution_version=str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
         architecture=str(facts.get("architecture", "")),
         branch=str(settings.get("branch", "")),
         version=str(settings.get("version", "")),
@@ -191,7 +196,7 @@ def _decide(
     *,
     source: str,
     distribution: str,
-    distribution_major_version: str,
+    distribution_version: str,
     architecture: str,
     branch: str,
     version: str,
@@ -235,7 +240,7 @@ def _decide(
     try:
         packages = driver_packages(source, distribution, branch, kernel_modules)
         fm = fabricmanager_package(branch, distribution) if fabric_manager else None
-        repo = cuda_repo_url(distribution, distribution_major_version, architecture) if source == "cuda_repo" else ""
+        repo = cuda_repo_url(distribution, distribution_version, architecture) if source == "cuda_repo" else ""
     except ValueError as exc:
         return {"error": str(exc)}
     if fabric_manager and source == "distro" and family(distribution) == "debian":

@@ -5,6 +5,9 @@ hold method, and every bad input the role refuses before changing anything."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -16,13 +19,15 @@ nd_filter = _import_plugins("filter", "nvidia_driver_plan")
 BASE = {
     "source": "cuda_repo",
     "distribution": "Ubuntu",
-    "distribution_major_version": "24.04",
+    # As ansible-core gathers them on Ubuntu 24.04 (tests/fixtures/os_release/ubuntu2404/facts.json).
+    "distribution_version": "24.04",
+    "distribution_major_version": "24",
     "architecture": "x86_64",
     "branch": "570",
     "version": "570.133.20-1",
     "kernel_modules": "open",
 }
-FACT_KEYS = ("distribution", "distribution_major_version", "architecture")
+FACT_KEYS = ("distribution", "distribution_version", "distribution_major_version", "architecture")
 
 
 def run(**values: object) -> dict:
@@ -92,7 +97,7 @@ def test_distro_source_not_on_rhel():
 
 
 @pytest.mark.parametrize(
-    ("distribution", "major", "arch", "expected"),
+    ("distribution", "version", "arch", "expected"),
     [
         ("Ubuntu", "24.04", "x86_64", "ubuntu2404/x86_64/"),
         ("Ubuntu", "22.04", "aarch64", "ubuntu2204/sbsa/"),
@@ -101,8 +106,31 @@ def test_distro_source_not_on_rhel():
         ("Rocky", "8", "aarch64", "rhel8/sbsa/"),
     ],
 )
-def test_cuda_repo_url(distribution, major, arch, expected):
-    assert nd.cuda_repo_url(distribution, major, arch) == f"{nd.CUDA_REPO_BASE}/{expected}"
+def test_cuda_repo_url(distribution, version, arch, expected):
+    assert nd.cuda_repo_url(distribution, version, arch) == f"{nd.CUDA_REPO_BASE}/{expected}"
+
+
+OS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "os_release"
+
+
+@pytest.mark.parametrize(
+    ("target", "tag"),
+    [
+        ("ubuntu2204", "ubuntu2204"),
+        ("ubuntu2404", "ubuntu2404"),
+        ("debian12", "debian12"),
+        ("debian13", "debian13"),
+        ("rhel9", "rhel9"),
+        ("rocky9", "rhel9"),
+    ],
+)
+def test_the_cuda_repository_follows_the_facts_ansible_gathers(target, tag):
+    """The facts ansible-core gathered from each OS's real release files (Ubuntu's major version is "22")."""
+    gathered = json.loads((OS_RELEASE / target / "facts.json").read_text(encoding="utf-8"))
+    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items()}
+    settings = {key: value for key, value in BASE.items() if key not in FACT_KEYS}
+    result = nd.plan(settings, None, {**facts, "architecture": "x86_64"})
+    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/{tag}/x86_64/", result["errors"]
 
 
 def test_hold_method_and_initramfs_per_os():
