@@ -22,7 +22,7 @@ options:
     type: dict
   facts:
     description:
-      - The host's C(ansible_facts) (distribution, distribution_major_version, architecture).
+      - The host's C(ansible_facts) (distribution, distribution_version, architecture).
       - Needed by this role; left out, the filter fails naming it.
     type: dict
 """
