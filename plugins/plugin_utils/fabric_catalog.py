@@ -209,13 +209,21 @@ def _roles(value: Any) -> str | None:
     return None
 
 
+def _bad_env_name(name: Any) -> str | None:
+    """What is wrong with an environment variable name of the catalog (None when nothing)."""
+    if not isinstance(name, str) or not ENV_NAME.match(name):
+        return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+    return None
+
+
 def _env(allow_null: bool):
     def check(value: Any) -> str | None:
         if not isinstance(value, dict):
             return "must be a mapping of VARIABLE: value"
         for name, setting in value.items():
-            if not isinstance(name, str) or not ENV_NAME.match(name):
-                return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+            problem = _bad_env_name(name)
+            if problem:
+                return problem
             if setting is None and allow_null:
                 continue
             if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
@@ -424,8 +432,9 @@ def _accepted_values(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "must be a mapping of VARIABLE: [accepted values]"
     for name, accepted in value.items():
-        if not isinstance(name, str) or not ENV_NAME.match(name):
-            return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+        problem = _bad_env_name(name)
+        if problem:
+            return problem
         problem = _list_of(_str)(accepted) or (None if accepted else "must name at least one value")
         if problem:
             return f"{name} {problem}"
@@ -436,8 +445,9 @@ def _forbidden(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "must be a mapping of VARIABLE: why the fabric forbids it"
     for name, why in value.items():
-        if not isinstance(name, str) or not ENV_NAME.match(name):
-            return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
+        problem = _bad_env_name(name)
+        if problem:
+            return problem
         if _str(why):
             return f"{name} must say why the fabric forbids it"
     return None
