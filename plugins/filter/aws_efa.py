@@ -6,31 +6,25 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import aws_efa
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
-
-
-def _dict(value, filter_name, what):
-    if not isinstance(value, dict):
-        raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
-    return value
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict, role_plan_filter
 
 
 def aws_efa_install(plan, marker="", state=""):
-    _dict(plan, "aws_efa_install", "the role's plan aws_efa__plan")
+    require_dict(plan, "aws_efa_install", "the role's plan aws_efa__plan")
     if plan.get("errors") or "flags" not in plan:
         raise AnsibleFilterError("aws_efa_install expects a plan without errors (aws_efa__plan.errors is not empty)")
     return aws_efa.install_decision(plan, str(marker or ""), str(state or ""))
 
 
 def aws_efa_libraries(plan, found):
-    _dict(plan, "aws_efa_libraries", "the role's plan aws_efa__plan")
+    require_dict(plan, "aws_efa_libraries", "the role's plan aws_efa__plan")
     if not isinstance(found, list):
         raise AnsibleFilterError(f"aws_efa_libraries expects found as a list of paths, got {type(found).__name__}")
     return aws_efa.library_findings(str(plan.get("ld_library_path") or ""), found, list(plan.get("components") or []))
 
 
 def aws_efa_fi_info(output, plan):
-    _dict(plan, "aws_efa_fi_info", "the host's plan gpufabric_plan")
+    require_dict(plan, "aws_efa_fi_info", "the host's plan gpufabric_plan")
     expected = ((plan.get("nics") or {}).get("gpu") or {}).get("count")
     if not isinstance(expected, int):
         raise AnsibleFilterError(

@@ -53,17 +53,12 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_findings import findings
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict
 
 
 def fabric_findings(facts, plan):
-    if not isinstance(facts, dict):
-        raise AnsibleFilterError(
-            f"fabric_findings expects the gpufabric_hardware facts (a dictionary), got {type(facts).__name__}"
-        )
-    if not isinstance(plan, dict):
-        raise AnsibleFilterError(
-            f"fabric_findings expects the host's plan gpufabric_plan (a dictionary), got {type(plan).__name__}"
-        )
+    require_dict(facts, "fabric_findings", "the gpufabric_hardware facts")
+    require_dict(plan, "fabric_findings", "the host's plan gpufabric_plan")
     if not plan.get("hardware"):
         raise AnsibleFilterError(
             f"profile {plan.get('profile')!r} of gpufabric_plan has no hardware to compare with; accepted: a plan "

@@ -8,42 +8,27 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl_tests_run
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_judge import judge
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import over_limit, parse_runs
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
-
-
-def _dict(value, filter_name, what):
-    if not isinstance(value, dict):
-        raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
-    return value
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict, role_plan_filter
 
 
 def nccl_tests_run_plan(settings, install, hosts, addresses, plan, facts=None):
-    _dict(settings, "nccl_tests_run_plan", "the role's run settings")
-    _dict(install, "nccl_tests_run_plan", "the install plan of nccl_tests_plan")
+    require_dict(settings, "nccl_tests_run_plan", "the role's run settings")
+    require_dict(install, "nccl_tests_run_plan", "the install plan of nccl_tests_plan")
     for name, value in (("hosts", hosts), ("addresses", addresses)):
         if not isinstance(value, list):
             raise AnsibleFilterError(f"nccl_tests_run_plan expects {name} as a list, got {type(value).__name__}")
-    host_plan = _host_plan(plan, "nccl_tests_run_plan")
-    return nccl_tests_run.run(settings, install, hosts, addresses, host_plan, _facts(facts, "nccl_tests_run_plan"))
+    host_plan = require_dict(plan, "nccl_tests_run_plan", "the host's plan gpufabric_plan as plan=")
+    host_facts = {} if facts is None else require_dict(facts, "nccl_tests_run_plan", "ansible_facts as facts=")
+    return nccl_tests_run.run(settings, install, hosts, addresses, host_plan, host_facts)
 
 
 def nccl_tests_verdict(verdict, exit_code=None):
-    _dict(verdict, "nccl_tests_verdict", "a verdict of nccl_judge")
+    require_dict(verdict, "nccl_tests_verdict", "a verdict of nccl_judge")
     try:
         exit_code = None if exit_code is None else int(exit_code)
     except (TypeError, ValueError):
         raise AnsibleFilterError(f"nccl_tests_verdict: exit_code must be an integer, got {exit_code!r}") from None
     return nccl_tests_run.verdict_line(verdict, exit_code)
-
-
-def _host_plan(value, filter_name, required=True):
-    if value is None and not required:
-        return None
-    return _dict(value, filter_name, "the host's plan gpufabric_plan as plan=")
-
-
-def _facts(value, filter_name):
-    return {} if value is None else _dict(value, filter_name, "ansible_facts as facts=")
 
 
 def nccl_parse(text):

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The one shape of the roles' plan filters (docs/architecture.md, "The roles' plan helpers").
+"""The one shape of the roles' plan filters (docs/architecture.md, "The roles' plan helpers"), and the input check
+of their other filters.
 
 Every role that plans calls one filter, ``<role>__settings | gpufabric.cluster.<role>_plan(plan=gpufabric_plan,
 facts=ansible_facts)``, which checks its three inputs here and hands them to the role's ``plan(settings, host_plan,
@@ -36,3 +37,10 @@ def role_plan_filter(role: str, plan_function: PlanFunction, reads_catalog: bool
     role_plan.__name__ = role_plan.__qualname__ = name
     role_plan.__doc__ = f"``{role}__settings | {name}(plan=gpufabric_plan, facts=ansible_facts)``"
     return role_plan
+
+
+def require_dict(value: Any, filter_name: str, what: str) -> dict[str, Any]:
+    """``value`` when it is a dictionary; else one filter error naming the filter, what it expects and what it got."""
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{filter_name} expects {what} (a dictionary), got {type(value).__name__}")
+    return value
