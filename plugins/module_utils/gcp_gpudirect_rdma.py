@@ -15,10 +15,10 @@ from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import (
     TRANSPORT_PACKAGE,
-    no_profile,
     transport_needed,
     transport_packages,
 )
+from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 

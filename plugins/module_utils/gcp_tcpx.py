@@ -18,7 +18,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     TAG,
     image_reference,
 )
-from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import no_profile
+from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 
 FABRIC = "tcpx"
 RUNTIMES = ("podman", "docker")

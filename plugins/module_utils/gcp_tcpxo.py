@@ -24,7 +24,8 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     TAG,
     image_reference,
 )
-from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import no_profile, transport_packages
+from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import transport_packages
+from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 
 FABRIC = "tcpxo"

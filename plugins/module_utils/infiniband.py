@@ -12,13 +12,15 @@
   ``<rdma device>:<port>`` for InfiniBand, ``all`` anywhere means every device.
 - ``env_findings``: the profile's NCCL_IB_HCA and UCX_NET_DEVICES held against the host's RDMA ports.
 
-Standard library only: the filters run on the controller, the tests import it directly.
+Standard library (and host_plan): the filters run on the controller, the tests import it directly.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any, TypedDict
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 
 FABRIC = "infiniband"
 MEMBERSHIPS = ("full", "limited", "any")
@@ -133,8 +135,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     fabric = str(host_plan.get("fabric") or "unknown")
     if profile == "unknown":
         # The plan says why (which gpufabric_profile, or which cloud instance type, the catalog lacks).
-        reason = (host_plan.get("unmanaged") or {}).get("reason") or "the host's profile is not in the fabric catalog"
-        errors.append(f"{reason}; `gpufabric catalog list` shows the accepted names")
+        errors.append(f"{no_profile(host_plan)}; `gpufabric catalog list` shows the accepted names")
     elif fabric != FABRIC:
         errors.append(
             f"profile {profile!r} is a {fabric} profile; this role serves fabric {FABRIC} "

@@ -12,6 +12,7 @@ import re
 from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov, sriov_firmware
+from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 
 PCI_FULL = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 PCI_SHORT = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -206,8 +207,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     }
     if host_plan.get("profile") in (None, "unknown"):
         # The plan says why (which gpufabric_profile, or which cloud instance type, the catalog lacks).
-        reason = (host_plan.get("unmanaged") or {}).get("reason") or f"profile {profile!r} is not in the catalog"
-        errors.append(f"{reason}; accepted: a profile of `gpufabric catalog list`")
+        errors.append(f"{no_profile(host_plan)}; accepted: a profile of `gpufabric catalog list`")
         return result
     layout = host_plan.get("sriov")
     gpu = (host_plan.get("nics") or {}).get("gpu") or {}
