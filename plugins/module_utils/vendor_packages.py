@@ -60,6 +60,7 @@ class Package:
     name: str
     version: str  # '' installs whatever the repositories offer when the package is missing
     hold: bool
+    repository: str = ""  # the repository (of the request's) it comes from; '' for the distribution's archive
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ def parse_package(entry: dict[str, Any], pins_from: str) -> Package:
             f"packages: {name} version {version!r} ({pins_from}) is not accepted; accepted: an exact package "
             "version such as 2.9.1-1 or 1:570.133.20-1, or empty for any version"
         )
-    return Package(name=name, version=version, hold=bool(entry.get("hold", True)))
+    return Package(
+        name=name, version=version, hold=bool(entry.get("hold", True)), repository=str(entry.get("repository") or "")
+    )
 
 
 def parse_request(params: dict[str, Any]) -> Request:
@@ -162,6 +165,13 @@ def parse_request(params: dict[str, Any]) -> Request:
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise VendorPackagesError(f"{kind}: {', '.join(twice)} listed twice ({pins_from}); accepted: once each")
+    named = {repository.name for repository in repositories}
+    for package in packages:
+        if package.repository and package.repository not in named:
+            raise VendorPackagesError(
+                f"packages: {package.name} repository {package.repository!r} ({pins_from}) is not one of the "
+                f"repositories; accepted: {', '.join(sorted(named)) or 'none'}, or empty for the distribution's archive"
+            )
     preferences = str(params.get("preferences") or "")
     if preferences and not REPO_NAME.match(preferences):
         raise VendorPackagesError(f"preferences {preferences!r} is not accepted; accepted: a file name without '/'")
@@ -204,11 +214,15 @@ def not_offered(request: Request, wanted: list[Package], offered: dict[str, list
     if not missing:
         return None
     lines = [
-        f"{package.name}{f' version {package.version!r}' if package.version else ''} is not in the repositories "
-        f"({request.pins_from}); available: {', '.join(offered.get(package.name, [])) or 'none'}."
+        f"{package.name}{f' version {package.version!r}' if package.version else ''} is not in "
+        f"{_origin(package)} ({request.pins_from}); available: {', '.join(offered.get(package.name, [])) or 'none'}."
         for package in missing
     ]
     return " ".join(lines + ([request.offer_hint] if request.offer_hint else [])) + " Nothing was installed."
+
+
+def _origin(package: Package) -> str:
+    return f"repository {package.repository}" if package.repository else "the repositories"
 
 
 def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:

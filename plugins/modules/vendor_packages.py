@@ -83,6 +83,12 @@ options:
         description: Hold the package (C(apt-mark hold)) so that upgrades cannot move it.
         type: bool
         default: true
+      repository:
+        description:
+          - The O(repositories[].name) the package's version comes from; empty for the distribution's own
+            archive. Named when the version is not offered; C(gpufabric plan --json) shows it.
+        type: str
+        default: ""
   preferences:
     description:
       - Name of an APT preferences file (C(/etc/apt/preferences.d/NAME.pref)) pinning every versioned package
@@ -223,6 +229,7 @@ ARGUMENT_SPEC = {
             "name": {"type": "str", "required": True},
             "version": {"type": "str"},
             "hold": {"type": "bool", "default": True},
+            "repository": {"type": "str", "default": ""},
         },
     },
     "preferences": {"type": "str", "default": ""},

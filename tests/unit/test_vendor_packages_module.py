@@ -125,7 +125,8 @@ def request(repo: aptrepo.Repo, version: str = OLD, **extra: Any) -> Any:
                 {"name": "gpufabric-doca", "uris": [f"file:{repo.path}"], "suites": [repo.suite],
                  "components": [repo.component], "signed_by": str(repo.key_file)},
             ],
-            "packages": [{"name": "doca-ofed", "version": version}, {"name": "doca-ofed-userspace"}],
+            "packages": [{"name": "doca-ofed", "version": version, "repository": "gpufabric-doca"},
+                         {"name": "doca-ofed-userspace"}],
             "managed_by": "role gpufabric.cluster.rdma_stack",
             "pins_from": "rdma_stack_doca_version",
             **extra,
@@ -225,7 +226,7 @@ def test_a_version_the_repository_lacks_is_refused_naming_what_it_offers(tmp_pat
         wrong = request(repos["good"], "9.9.9-1", offer_hint="Try the doca component.", preferences="doca")
         vp.converge(wrong, host.backend, check_mode=False)
     assert str(refused.value) == (
-        "doca-ofed version '9.9.9-1' is not in the repositories (rdma_stack_doca_version); available: "
+        "doca-ofed version '9.9.9-1' is not in repository gpufabric-doca (rdma_stack_doca_version); available: "
         f"{NEW}, {OLD}. Try the doca component. Nothing was installed."
     )
     assert host.installed == {} and host.held == set()
@@ -265,6 +266,7 @@ def test_bad_repositories_are_refused_before_anything_runs(repos, change, error)
         ([{"name": "Doca"}], "packages: name 'Doca' .rdma_stack_doca_version. is not a package name"),
         ([{"name": "doca", "version": "1.0 || true"}], "doca version '1.0 || true' .rdma_stack_doca_version. is not"),
         ([{"name": "doca"}, {"name": "doca"}], "packages: doca listed twice"),
+        ([{"name": "doca", "repository": "doca-repo"}], "packages: doca repository 'doca-repo' .* accepted: none, or"),
     ],
 )  # fmt: skip
 def test_bad_packages_are_refused(packages, error):
