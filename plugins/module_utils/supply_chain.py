@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What a role installs and where it comes from: the one shape a role's plan gives its package tasks.
+
+A role that installs packages puts ``supply``, a list of PackageStep, in its plan result. Its tasks hand each
+step to the modules unchanged: every key to gpufabric.cluster.repo_key, then the repositories, packages,
+preferences and pin priority to gpufabric.cluster.vendor_packages. `gpufabric plan` calls the same plan
+functions and shows the same steps as the host's supply chain, so what a reviewer reads is what runs.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class RepoKey(TypedDict):
+    """One gpufabric.cluster.repo_key call: the signing key of one repository, pinned before it is trusted."""
+
+    repository: str  # the Repository.name it signs
+    url: str  # where it is fetched ('' when src is set)
+    src: str  # a key file on the controller ('' when url is set)
+    dest: str  # the keyring on the host: the repository's signed_by
+    fingerprints: list[str]  # every primary key must be one of these
+    checksum: str  # sha256:<hex> of the key file, for keys without fingerprints to pin; '' for none
+
+
+class Repository(TypedDict):
+    """vendor_packages' repositories[] option."""
+
+    name: str
+    uris: list[str]
+    suites: list[str]
+    components: list[str]
+    architectures: list[str]
+    signed_by: str
+
+
+class PackagePin(TypedDict):
+    """vendor_packages' packages[] option."""
+
+    name: str
+    version: str  # exact, as the repository publishes it; '' installs any version when missing
+    hold: bool
+    repository: str  # the Repository.name it comes from; '' for the distribution's own archive
+
+
+class PackageStep(TypedDict):
+    """One gpufabric.cluster.vendor_packages call and the keys installed before it."""
+
+    keys: list[RepoKey]
+    repositories: list[Repository]
+    packages: list[PackagePin]
+    preferences: str  # APT preferences file pinning the versioned packages; '' for none
+    pin_priority: int
+
+
+def repository(
+    name: str,
+    uri: str,
+    suite: str,
+    signed_by: str,
+    components: list[str] | None = None,
+    architectures: list[str] | None = None,
+) -> Repository:
+    return {
+        "name": name,
+        "uris": [uri],
+        "suites": [suite],
+        "components": list(components or []),
+        "architectures": list(architectures or []),
+        "signed_by": signed_by,
+    }
+
+
+def key(
+    repository: str, dest: str, fingerprints: list[str], url: str = "", src: str = "", checksum: str = ""
+) -> RepoKey:
+    return {
+        "repository": repository,
+        "url": url,
+        "src": src,
+        "dest": dest,
+        "fingerprints": list(fingerprints),
+        "checksum": checksum,
+    }
+
+
+def package(name: str, version: str = "", repository: str = "", hold: bool = True) -> PackagePin:
+    return {"name": name, "version": version, "hold": hold, "repository": repository}
+
+
+def step(
+    packages: list[PackagePin],
+    repositories: list[Repository] | None = None,
+    keys: list[RepoKey] | None = None,
+    preferences: str = "",
+    pin_priority: int = 1001,
+) -> PackageStep:
+    return {
+        "keys": list(keys or []),
+        "repositories": list(repositories or []),
+        "packages": packages,
+        "preferences": preferences,
+        "pin_priority": pin_priority,
+    }
