@@ -15,12 +15,6 @@ def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
     return tcpxo.nic_findings(hardware, [str(name) for name in interfaces], int(mtu or 0))
 
 
-def gcp_tcpxo_packages(settings, distro_packages):
-    if not isinstance(settings, dict) or not isinstance(distro_packages, list):
-        raise AnsibleFilterError("gcp_tcpxo_packages expects the settings and a list of distribution packages")
-    return tcpxo.packages(settings, [str(name) for name in distro_packages])
-
-
 def gcp_tcpxo_env_differences(script, env, lib_dir):
     if not isinstance(script, str) or not isinstance(env, dict):
         raise AnsibleFilterError("gcp_tcpxo_env_differences expects the script text and the catalog env")
@@ -32,6 +26,5 @@ class FilterModule:
         return {
             "gcp_tcpxo_plan": role_plan_filter("gcp_tcpxo", tcpxo.plan),
             "gcp_tcpxo_nic_findings": gcp_tcpxo_nic_findings,
-            "gcp_tcpxo_packages": gcp_tcpxo_packages,
             "gcp_tcpxo_env_differences": gcp_tcpxo_env_differences,
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import (
     TRANSPORT_PACKAGE,
     transport_needed,
@@ -20,6 +21,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common impor
 )
 from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackageStep
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
 FABRIC = "gpudirect_rdma"
@@ -91,13 +93,6 @@ class Package(TypedDict):
     spec: str  # name=version
 
 
-class Install(TypedDict):
-    """The arguments of one gpufabric.cluster.vendor_packages run."""
-
-    repositories: list[dict[str, Any]]
-    packages: list[dict[str, Any]]
-
-
 class GcpGpudirectRdmaPlan(TypedDict):
     profile: str
     errors: list[str]
@@ -110,8 +105,9 @@ class GcpGpudirectRdmaPlan(TypedDict):
     transport_packages: list[Package]
     holds: list[str]
     pending: list[str]  # packages not installed at their pin yet (needs facts.packages)
-    transport_install: Install | None
-    gib_install: Install
+    transport_install: PackageStep | None  # the transport's key and vendor_packages run, before gIB's
+    gib_install: PackageStep
+    supply: list[PackageStep]  # both, in order: what gpufabric plan shows
     env: dict[str, str]  # the catalog environment of the profile
     lib_dirs: list[str]  # the env's LD_LIBRARY_PATH entries
     plugin_pattern: str  # file name pattern of the NCCL net plugin in lib_dirs
@@ -165,16 +161,23 @@ def _package(name: str, version: str) -> Package:
     return {"name": name, "version": version, "spec": f"{name}={version}"}
 
 
-def _install(repo: Repo, packages: list[dict[str, Any]]) -> Install:
-    """One gpufabric.cluster.vendor_packages run: the repository's deb822 source and its packages, pinned and held."""
-    source = {
-        "name": repo["name"],
-        "uris": [repo["url"]],
-        "suites": [repo["suite"]],
-        "components": repo["components"],
-        "signed_by": repo["keyring"],
-    }
-    return {"repositories": [source], "packages": packages}
+def _install(repo: Repo, packages: list[dict[str, Any]]) -> PackageStep:
+    """The repository's key, its deb822 source and its packages, pinned and held: one vendor_packages run."""
+    source = supply_chain.repository(repo["name"], repo["url"], repo["suite"], repo["keyring"], repo["components"])
+    signing_key = supply_chain.key(
+        repo["name"],
+        repo["keyring"],
+        repo["key_fingerprints"],
+        fingerprints_from=repo["key_variable"],
+        url="" if repo["key_src"] else repo["key_url"],
+        src=repo["key_src"],
+        checksum=repo["key_checksum"],
+    )
+    pins = [
+        supply_chain.package(entry["name"], entry["version"], repo["name"], hold=entry.get("hold", True))
+        for entry in packages
+    ]
+    return supply_chain.step(pins, [source], [signing_key])
 
 
 def _lib_dirs(env: dict[str, str]) -> list[str]:
@@ -233,7 +236,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     packages = [_package(PACKAGE, version)]
     transport_versioned: list[Package] = []
     # The transport's own vendor_packages run, before gIB's: apt reads an ar+https:// source only once it is installed.
-    transport_install: Install | None = None
+    transport_install: PackageStep | None = None
     if transport:
         transport_repo = _repo(settings, "ar_transport_", "ar_transport_", "gpufabric-gib-transport", errors)
         transport_version = str(settings.get("ar_transport_version") or "")
@@ -257,6 +260,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         errors += env_errors(env, profile)
     files = [env[name] for name in FILE_VARIABLES if env.get(name, "").startswith("/")]
     installed = facts.get("packages") or {}
+    gib_install = _install(gib, [{"name": PACKAGE, "version": version}])
     return {
         "profile": profile,
         "errors": errors,
@@ -270,7 +274,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "holds": [package["name"] for package in transport_versioned + packages],
         "pending": pending([*transport_versioned, *packages], installed),
         "transport_install": transport_install,
-        "gib_install": _install(gib, [{"name": PACKAGE, "version": version}]),
+        "gib_install": gib_install,
+        "supply": [*([transport_install] if transport_install else []), gib_install],
         "env": env,
         "lib_dirs": lib_dirs,
         "plugin_pattern": PLUGIN_PATTERN,

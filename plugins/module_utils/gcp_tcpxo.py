@@ -18,6 +18,7 @@ import posixpath
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
     IMAGE_NAME,
@@ -27,6 +28,12 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import transport_packages
 from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import (
+    PackagePin,
+    PackageStep,
+    RepoKey,
+    Repository,
+)
 
 FABRIC = "tcpxo"
 # A registry path as the OCI distribution spec allows it (lowercase, no scheme; the image name: container_image).
@@ -280,6 +287,9 @@ class GcpTcpxoPlan(_Refused, total=False):
     plugin_ref: str
     gpu_devices: list[str]  # device nodes the RxDM gets
     driver_libraries: list[str]  # host paths of the driver libraries the RxDM gets
+    first_install: PackageStep  # the transport and the distribution's packages, before the ar+https:// source
+    tcpxo_install: PackageStep  # dmabuf-import-helper from the TCPXO repository
+    supply: list[PackageStep]  # both, in order: what gpufabric plan shows
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> GcpTcpxoPlan:
@@ -406,6 +416,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         if "/" in name or not name:
             errors.append(f"gcp_tcpxo_rxdm_driver_libraries entry {name!r} is not accepted; accepted: a file name")
     lib_source = str(settings.get("rxdm_driver_lib_dir") or os_settings["driver_lib_dir"])
+    # podman runs the images, iptables the firewall rule; dkms and the kernel headers build the import-helper module.
+    build = os_settings["dkms_packages"] + os_settings["kernel_header_packages"]
+    steps = installs(settings, os_settings["packages"] + (build if settings.get("kernel_headers") else []))
     return {
         "errors": errors,
         "warnings": warnings,
@@ -423,6 +436,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "plugin_ref": plugin_ref,
         "gpu_devices": [f"/dev/nvidia{index}" for index in range(gpus)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"],
         "driver_libraries": [f"{lib_source.rstrip('/')}/{name}" for name in libs],
+        "first_install": steps["first"],
+        "tcpxo_install": steps["tcpxo"],
+        "supply": [steps["first"], steps["tcpxo"]],
     }
 
 
@@ -446,17 +462,65 @@ def nic_findings(hardware: dict[str, Any], interfaces: list[str], mtu: int) -> l
 IMPORT_HELPER_PACKAGE = "dmabuf-import-helper"
 
 
-def packages(settings: dict[str, Any], distro_packages: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """The packages of the two gpufabric.cluster.vendor_packages runs, in that module's layout.
+TRANSPORT_REPO = "gpufabric-gcp-ar-transport"
+TCPXO_REPO = "gpufabric-gcp-tcpxo"
 
-    ``first``: the Artifact Registry transport (at its pin and held; unpinned, installed once and never moved or
-    held) and the distribution's packages (podman, iptables, dkms, headers: installed when missing, never held),
-    before apt can read the ar+https:// TCPXO source; ``tcpxo``: dmabuf-import-helper at its pin, held.
+
+def _key(settings: dict[str, Any], prefix: str, repository: str) -> RepoKey:
+    """The repository's signing key as gpufabric.cluster.repo_key installs it (a controller file wins over the URL)."""
+    src = str(settings.get(f"{prefix}_key_src") or "")
+    return supply_chain.key(
+        repository,
+        str(settings.get(f"{prefix}_keyring") or ""),
+        [str(item) for item in settings.get(f"{prefix}_key_fingerprints") or []],
+        fingerprints_from=f"gcp_tcpxo_{prefix}_key_fingerprints",
+        url="" if src else str(settings.get(f"{prefix}_key_url") or ""),
+        src=src,
+        checksum=str(settings.get(f"{prefix}_key_checksum") or ""),
+    )
+
+
+def installs(settings: dict[str, Any], distro_packages: list[str]) -> dict[str, PackageStep]:
+    """The two gpufabric.cluster.vendor_packages runs, each with the key installed before it.
+
+    ``first``: the Artifact Registry transport from its own repository (at its pin and held; unpinned, installed
+    once and never moved or held) and the distribution's packages (podman, iptables, dkms, headers: installed when
+    missing, never held), before apt can read the ar+https:// TCPXO source; ``tcpxo``: dmabuf-import-helper at its
+    pin, held.
     """
-    first = transport_packages(str(settings.get("ar_transport_version") or "")) if settings.get("ar_transport") else []
-    first += [{"name": name, "version": "", "hold": False} for name in distro_packages]
-    version = str(settings.get("import_helper_version", ""))
-    return {"first": first, "tcpxo": [{"name": IMPORT_HELPER_PACKAGE, "version": version, "hold": True}]}
+    first: list[PackagePin] = []
+    transport: list[Repository] = []
+    transport_keys: list[RepoKey] = []
+    if settings.get("ar_transport"):
+        transport_keys = [_key(settings, "ar_transport", TRANSPORT_REPO)]
+        transport = [
+            supply_chain.repository(
+                TRANSPORT_REPO,
+                str(settings.get("ar_transport_repo_url") or ""),
+                str(settings.get("ar_transport_repo_suite") or ""),
+                transport_keys[0]["dest"],
+                ["main"],
+            )
+        ]
+        first = [
+            supply_chain.package(entry["name"], entry["version"], TRANSPORT_REPO, hold=entry["hold"])
+            for entry in transport_packages(str(settings.get("ar_transport_version") or ""))
+        ]
+    first += [supply_chain.package(name, hold=False) for name in distro_packages]
+    tcpxo_key = _key(settings, "repo", TCPXO_REPO)
+    tcpxo_repo = supply_chain.repository(
+        TCPXO_REPO,
+        str(settings.get("repo_url") or ""),
+        str(settings.get("repo_suite") or ""),
+        tcpxo_key["dest"],
+        ["main"],
+        ["all"],
+    )
+    helper = supply_chain.package(IMPORT_HELPER_PACKAGE, str(settings.get("import_helper_version", "")), TCPXO_REPO)
+    return {
+        "first": supply_chain.step(first, transport, transport_keys),
+        "tcpxo": supply_chain.step([helper], [tcpxo_repo], [tcpxo_key]),
+    }
 
 
 EXPORT = re.compile(r"""^\s*export\s+([A-Z_][A-Z0-9_]*)=(?:"([^"]*)"|'([^']*)'|(\S*))\s*$""")

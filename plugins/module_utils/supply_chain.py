@@ -20,6 +20,7 @@ class RepoKey(TypedDict):
     src: str  # a key file on the controller ('' when url is set)
     dest: str  # the keyring on the host: the repository's signed_by
     fingerprints: list[str]  # every primary key must be one of these
+    fingerprints_from: str  # the role variable that holds them, named in repo_key's refusals
     checksum: str  # sha256:<hex> of the key file, for keys without fingerprints to pin; '' for none
 
 
@@ -72,7 +73,13 @@ def repository(
 
 
 def key(
-    repository: str, dest: str, fingerprints: list[str], url: str = "", src: str = "", checksum: str = ""
+    repository: str,
+    dest: str,
+    fingerprints: list[str],
+    fingerprints_from: str = "",
+    url: str = "",
+    src: str = "",
+    checksum: str = "",
 ) -> RepoKey:
     return {
         "repository": repository,
@@ -80,6 +87,7 @@ def key(
         "src": src,
         "dest": dest,
         "fingerprints": list(fingerprints),
+        "fingerprints_from": fingerprints_from,
         "checksum": checksum,
     }
 

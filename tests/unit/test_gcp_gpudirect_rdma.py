@@ -139,21 +139,47 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
     ]
     assert plan["holds"] == ["apt-transport-artifact-registry", "nccl-gib"]
     assert plan["pending"] == ["apt-transport-artifact-registry", "nccl-gib"]
-    # The vendor_packages runs, transport first, each Signed-By its own keyring.
+    # The vendor_packages runs, transport first, each Signed-By its own keyring, its key installed before it.
     assert plan["transport_install"] == {
+        "keys": [
+            {
+                "repository": "gpufabric-gib-transport",
+                "url": transport["key_url"],
+                "src": "",
+                "dest": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
+                "fingerprints": transport["key_fingerprints"],
+                "fingerprints_from": "gcp_gpudirect_rdma_ar_transport_key_fingerprints",
+                "checksum": transport["key_checksum"],
+            }
+        ],
         "repositories": [
             {
                 "name": "gpufabric-gib-transport",
                 "uris": ["https://packages.cloud.google.com/apt"],
                 "suites": ["apt-transport-artifact-registry-stable"],
                 "components": ["main"],
+                "architectures": [],
                 "signed_by": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
             }
         ],
-        "packages": [{"name": "apt-transport-artifact-registry", "version": "0.4.1", "hold": True}],
+        "packages": [
+            {
+                "name": "apt-transport-artifact-registry",
+                "version": "0.4.1",
+                "hold": True,
+                "repository": "gpufabric-gib-transport",
+            }
+        ],
+        "preferences": "",
+        "pin_priority": 1001,
     }
     assert plan["gib_install"]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-gib.asc"
-    assert plan["gib_install"]["packages"] == [{"name": "nccl-gib", "version": "1.1.0"}]
+    assert plan["gib_install"]["packages"] == [
+        {"name": "nccl-gib", "version": "1.1.0", "hold": True, "repository": "gpufabric-gib"}
+    ]
+    assert plan["gib_install"]["keys"][0]["dest"] == "/etc/apt/keyrings/gpufabric-gib.asc"
+    # What gpufabric plan shows: both runs, in order.
+    assert plan["supply"] == [plan["transport_install"], plan["gib_install"]]
 
 
 @pytest.mark.parametrize(
@@ -276,9 +302,13 @@ def test_the_transport_is_the_one_gcp_tcpxo_installs_too():
     # One definition (module_utils/gcp_common.py) of the Artifact Registry transport for both roles.
     common, tcpxo = module_utils("gcp_common"), module_utils("gcp_tcpxo")
     plan = gib.plan(settings(ar_transport_version="0.4.1"), catalog_plan(), NOBLE)
-    assert plan["transport_install"]["packages"] == common.transport_packages("0.4.1")
-    tcpxo_first = tcpxo.packages({"ar_transport": True, "ar_transport_version": "0.4.1"}, [])["first"]
-    assert tcpxo_first == common.transport_packages("0.4.1")
+    assert [
+        {key: pin[key] for key in ("name", "version", "hold")} for pin in plan["transport_install"]["packages"]
+    ] == common.transport_packages("0.4.1")
+    tcpxo_first = tcpxo.installs({"ar_transport": True, "ar_transport_version": "0.4.1"}, [])["first"]
+    assert [
+        {key: pin[key] for key in ("name", "version", "hold")} for pin in tcpxo_first["packages"]
+    ] == common.transport_packages("0.4.1")
     assert gib.transport_needed is common.transport_needed
 
 

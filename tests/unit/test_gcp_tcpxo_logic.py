@@ -54,6 +54,7 @@ SETTINGS = {
     "plugin_digest": DIGEST_A,
     "plugin_dir": "/var/lib/tcpxo",
     "firewall_extra_interfaces": [],
+    "kernel_headers": True,
 }
 
 
@@ -296,37 +297,81 @@ def pending(request: list[dict], installed: dict) -> list[str]:
     return module_utils("vendor_packages").pending(request, installed)
 
 
+def names_versions_holds(step: dict) -> list[dict]:
+    """A step's packages in pending()'s layout."""
+    return [{key: pin[key] for key in ("name", "version", "hold")} for pin in step["packages"]]
+
+
 def test_packages_pending_holds_and_transport():
-    settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": "20220622.00-1"}
-    requests = tcpxo.packages(settings, ["podman", "iptables"])
-    assert requests["first"] == [
-        {"name": "apt-transport-artifact-registry", "version": "20220622.00-1", "hold": True},
-        {"name": "podman", "version": "", "hold": False},
-        {"name": "iptables", "version": "", "hold": False},
+    settings = {**SETTINGS, "ar_transport_version": "20220622.00-1"}
+    requests = tcpxo.installs(settings, ["podman", "iptables"])
+    assert requests["first"]["packages"] == [
+        {"name": "apt-transport-artifact-registry", "version": "20220622.00-1", "hold": True,
+         "repository": "gpufabric-gcp-ar-transport"},
+        {"name": "podman", "version": "", "hold": False, "repository": ""},
+        {"name": "iptables", "version": "", "hold": False, "repository": ""},
+    ]  # fmt: skip
+    assert requests["tcpxo"]["packages"] == [
+        {"name": "dmabuf-import-helper", "version": "1.0.0-1", "hold": True, "repository": "gpufabric-gcp-tcpxo"}
     ]
-    assert requests["tcpxo"] == [{"name": "dmabuf-import-helper", "version": "1.0.0-1", "hold": True}]
+    first, helper = names_versions_holds(requests["first"]), names_versions_holds(requests["tcpxo"])
     fresh = {"podman": [{"version": "4.3.1"}]}
-    assert pending(requests["first"], fresh) == ["apt-transport-artifact-registry", "iptables"]
-    assert pending(requests["tcpxo"], fresh) == ["dmabuf-import-helper"]
+    assert pending(first, fresh) == ["apt-transport-artifact-registry", "iptables"]
+    assert pending(helper, fresh) == ["dmabuf-import-helper"]
     installed = {
         "dmabuf-import-helper": [{"version": "1.0.0-1"}],
         "apt-transport-artifact-registry": [{"version": "20220622.00-1"}],
         "podman": [{"version": "4.3.1"}],
         "iptables": [{"version": "1.8.9-2"}],
     }
-    assert pending(requests["first"], installed) == [] and pending(requests["tcpxo"], installed) == []
-    moved = tcpxo.packages({**settings, "import_helper_version": "1.0.1-1"}, [])
-    assert pending(moved["tcpxo"], installed) == ["dmabuf-import-helper"]
+    assert pending(first, installed) == [] and pending(helper, installed) == []
+    moved = tcpxo.installs({**settings, "import_helper_version": "1.0.1-1"}, [])
+    assert pending(names_versions_holds(moved["tcpxo"]), installed) == ["dmabuf-import-helper"]
+
+
+def test_each_run_has_its_repository_and_the_key_that_signs_it():
+    requests = tcpxo.installs(SETTINGS, [])
+    transport, helper = requests["first"], requests["tcpxo"]
+    assert transport["repositories"] == [
+        {"name": "gpufabric-gcp-ar-transport", "uris": ["https://packages.cloud.google.com/apt"],
+         "suites": ["apt-transport-artifact-registry-stable"], "components": ["main"], "architectures": [],
+         "signed_by": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc"},
+    ]  # fmt: skip
+    assert transport["keys"] == [
+        {"repository": "gpufabric-gcp-ar-transport", "url": SETTINGS["ar_transport_key_url"], "src": "",
+         "dest": "/etc/apt/keyrings/gpufabric-google-cloud-packages.asc",
+         "fingerprints": SETTINGS["ar_transport_key_fingerprints"],
+         "fingerprints_from": "gcp_tcpxo_ar_transport_key_fingerprints", "checksum": DIGEST_A},
+    ]  # fmt: skip
+    assert helper["repositories"][0]["uris"] == ["ar+https://us-apt.pkg.dev/projects/gce-ai-infra"]
+    assert helper["repositories"][0]["architectures"] == ["all"]
+    assert helper["keys"][0]["dest"] == helper["repositories"][0]["signed_by"] == SETTINGS["repo_keyring"]
+    # A key file from the controller wins over the URL.
+    local = tcpxo.installs({**SETTINGS, "repo_key_src": "/srv/keys/tcpxo.gpg"}, [])["tcpxo"]["keys"][0]
+    assert (local["src"], local["url"]) == ("/srv/keys/tcpxo.gpg", "")
+
+
+def test_the_plan_installs_the_build_packages_only_with_kernel_headers():
+    plan = tcpxo.plan(SETTINGS, catalog_plan(), DEBIAN12)
+    assert plan["supply"] == [plan["first_install"], plan["tcpxo_install"]]
+    names = [pin["name"] for pin in plan["first_install"]["packages"]]
+    assert names == [
+        "apt-transport-artifact-registry", "podman", "iptables", "dkms", "linux-headers-6.1.0-37-cloud-amd64",
+        "linux-headers-cloud-amd64",
+    ]  # fmt: skip
+    plan = tcpxo.plan({**SETTINGS, "kernel_headers": False, "ar_transport": False}, catalog_plan(), DEBIAN12)
+    assert [pin["name"] for pin in plan["first_install"]["packages"]] == ["podman", "iptables"]
+    assert plan["first_install"]["repositories"] == plan["first_install"]["keys"] == []
 
 
 def test_unpinned_transport_is_installed_once_and_not_held():
-    settings = {"import_helper_version": "1.0.0-1", "ar_transport": True, "ar_transport_version": ""}
-    first = tcpxo.packages(settings, [])["first"]
+    settings = {**SETTINGS, "ar_transport_version": ""}
+    first = names_versions_holds(tcpxo.installs(settings, [])["first"])
     assert first == [{"name": "apt-transport-artifact-registry", "version": "", "hold": False}]
     assert pending(first, {}) == ["apt-transport-artifact-registry"]
     installed = {"apt-transport-artifact-registry": [{"version": "20250101.00-1"}]}
     assert pending(first, installed) == []
-    assert tcpxo.packages({**settings, "ar_transport": False}, [])["first"] == []
+    assert tcpxo.installs({**settings, "ar_transport": False}, [])["first"]["packages"] == []
 
 
 def test_env_differences_read_googles_profile():
