@@ -67,3 +67,8 @@ def module_utils(name: str) -> ModuleType:
 def plugin_utils(name: str) -> ModuleType:
     """Import plugins/plugin_utils/<name>.py of the collection (controller-only code: catalog, plan, discovery)."""
     return _import_plugins("plugin_utils", name)
+
+
+def filter_plugin(name: str) -> ModuleType:
+    """Import plugins/filter/<name>.py of the collection (the filters the roles call)."""
+    return _import_plugins("filter", name)

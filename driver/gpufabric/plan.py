@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.text import Text
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
+from gpufabric import supply
 from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import host_vars
@@ -26,6 +28,9 @@ def fleet_plan(
     With ``probe``, each host's hardware is read and compared with its profile
     (a "probe" section per host), and profile-less bare metal gets a profile
     inferred from its hardware.
+
+    Each host's "supply" section holds the keys, repositories and packages its roles will configure, for the OS
+    the probe read or the host variable gpufabric_os names (supply.py).
     """
     planner = plugin_utils("fabric_plan")
     if tier is not None:
@@ -36,17 +41,29 @@ def fleet_plan(
     catalog = fabric_catalog.load(catalog_files)
     roles_present = planner.available_roles()
     hosts: dict[str, Any] = {}
-    inventory_vars = {name: _plain(variables) for name, variables in host_vars(inventory).items()}
+    raw_vars = host_vars(inventory)
+    inventory_vars = {name: _plain(variables) for name, variables in raw_vars.items()}
     for name, variables in sorted(inventory_vars.items()):
         try:
             hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
         except planner.PlanError as exc:  # a host var of the wrong type, or an unknown tier
             raise UserError(f"host {name}: {exc}") from None
-    if probe:
-        answers = hardware_probe.gather(inventory)
-        for name, host in hosts.items():
+    answers = hardware_probe.gather(inventory) if probe else {}
+    for name, host in hosts.items():
+        if probe:
             hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
+        host["supply"] = _supply(name, host, raw_vars[name], answers.get(name, {}).get("facts") if probe else None)
     return {"hosts": hosts}
+
+
+def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], probed: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        facts, os_name, os_from = supply.host_facts(raw_vars, probed)
+    except UserError as exc:
+        raise UserError(f"host {name}: {exc}") from None
+    if facts is None:
+        return supply.unknown_os(os_from)
+    return supply.host_supply(host, raw_vars, facts, os_name, os_from)
 
 
 def _plain(value: Any) -> Any:
@@ -85,6 +102,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
     _render_sriov(plan, console)
+    _render_supply(plan, console)
     for (profile, tier), env in sorted(shared_env.items()):
         console.print(f"\n[bold]{escape(profile)}[/bold] tier [bold]{escape(tier)}[/bold] environment:")
         for key, value in env.items():
@@ -129,6 +147,59 @@ def _render_sriov(plan: dict[str, Any], console: Console) -> None:
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     console.print(table)
+
+
+def _render_supply(plan: dict[str, Any], console: Console) -> None:
+    """Per group of hosts with the same supply chain: its repositories (with the keys that sign them) and packages."""
+    groups: dict[str, list[str]] = {}
+    for name, host in plan["hosts"].items():
+        groups.setdefault(json.dumps(host["supply"], sort_keys=True), []).append(name)
+    for key, names in groups.items():
+        chain = json.loads(key)
+        hosts = ", ".join(names)
+        if chain["os"] is None:
+            console.print(f"\n[bold]supply chain[/bold] of {escape(hosts)}: not computed ({escape(chain['note'])})")
+            continue
+        title = f"supply chain of {hosts} ({chain['os']}, from {chain['os_from']})"
+        repositories = Table(title=f"{title}: repositories", title_justify="left")
+        for column in ("role", "repository", "url", "suite", "signed by"):
+            repositories.add_column(column, no_wrap=column != "signed by")
+        packages = Table(title=f"{title}: packages", title_justify="left")
+        for column in ("role", "package", "version", "repository", "hold"):
+            packages.add_column(column, no_wrap=True)
+        for role, steps in chain["roles"].items():
+            for step in steps:
+                keys = {key["repository"]: key for key in step["keys"]}
+                for repository in step["repositories"]:
+                    suite = " ".join(repository["suites"] + repository["components"])
+                    row = (role, repository["name"], " ".join(repository["uris"]), suite, _signer(keys, repository))
+                    repositories.add_row(*(Text(cell) for cell in row))
+                for pin in step["packages"]:
+                    row = (
+                        role,
+                        pin["name"],
+                        pin["version"] or "any",
+                        pin["repository"] or "distribution",
+                        "held" if pin["hold"] else "-",
+                    )
+                    packages.add_row(*(Text(cell) for cell in row))
+        console.print()
+        if repositories.row_count:
+            console.print(repositories)
+        console.print(packages if packages.row_count else f"{escape(title)}: no packages")
+        for error in chain["errors"]:
+            console.print(f"  [red]cannot plan[/red]: {escape(error)}", highlight=False)
+        if chain["note"]:
+            console.print(f"  {chain['note']}", markup=False, highlight=False)
+
+
+def _signer(keys: dict[str, Any], repository: dict[str, Any]) -> str:
+    """The key a repository must be signed by: its pinned fingerprints (or checksum) and where the key comes from."""
+    key = keys.get(repository["name"])
+    if key is None:
+        return str(repository["signed_by"])
+    pins = ", ".join(key["fingerprints"]) or key["checksum"] or "no pin"
+    return f"{pins} ({key['src'] or key['url']})"
 
 
 def _probe_cell(probe: dict[str, Any] | None) -> str:

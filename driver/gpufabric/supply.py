@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The supply chain `gpufabric plan` shows per host: the keys, repositories and packages its roles will configure.
+
+Computed by the roles' own code, not a description of it: for each role of the host's plan, the role's settings
+(the ``<role>__settings`` mapping its plan task passes to ``gpufabric.cluster.<role>_plan``) are rendered by
+Ansible's templar over the variables the role would see (its defaults, the host's inventory variables, site.yml's
+play and role variables, its vars files), then handed to the same plan filter the role calls. Its ``supply``
+(plugins/module_utils/supply_chain.py) is what the role's tasks give repo_key and vendor_packages.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from gpufabric import os_targets
+from gpufabric.collection import collection_root, filter_plugin
+
+SITE_PLAYBOOK = "playbooks/site.yml"
+ROLES_TASK = "Run the plan's roles in order"
+
+
+def host_supply(
+    host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any], os_name: str, os_from: str
+) -> dict[str, Any]:
+    """{"os", "os_from", "roles": {role: [PackageStep]}, "errors": [...], "note"} for one host.
+
+    ``hostvars`` are the inventory's variables of the host as ansible-inventory lists them (an unsafe value,
+    {"__ansible_unsafe": text}, stays untrusted: never templated, as in a play).
+    """
+    result = unknown_os("") | {"os": os_name, "os_from": os_from}
+    if "kernel" not in facts:
+        result["note"] = (
+            "packages named after the running kernel (linux-headers-*, linux-modules-extra-*) show with --probe"
+        )
+    if host_plan.get("unmanaged"):
+        return result
+    roles = [role for role in host_plan.get("roles", []) if role not in host_plan.get("roles_unavailable", [])]
+    for role in roles:
+        settings_template = role_settings(role)
+        plan_filter = plan_filters().get(f"{role}_plan")
+        if settings_template is None or plan_filter is None:
+            continue
+        variables = _role_variables(role, host_plan, hostvars, facts)
+        try:
+            settings = Templar(loader=_loader(), variables=variables).template(settings_template)
+            role_plan = plan_filter(settings, plan=host_plan, facts=facts)
+        except AnsibleError as exc:  # an undefined variable (e.g. a required version not set) or a bad one
+            result["errors"].append(f"{role}: {exc.message}")
+            continue
+        if "supply" not in role_plan:
+            continue
+        result["errors"] += [f"{role}: {error}" for error in role_plan.get("errors", [])]
+        if role_plan["supply"]:
+            result["roles"][role] = role_plan["supply"]
+    return result
+
+
+@cache
+def _loader() -> DataLoader:
+    return DataLoader()
+
+
+def _load(path: Path) -> Any:
+    """A YAML file as Ansible loads it: its strings trusted templates, as a role's own files are."""
+    return _loader().load_from_file(str(path), trusted_as_template=True) if path.is_file() else None
+
+
+@cache
+def plan_filters() -> dict[str, Any]:
+    """Every ``<role>_plan`` filter of the collection, by name: the functions the roles call."""
+    filters: dict[str, Any] = {}
+    for path in sorted((collection_root() / "plugins" / "filter").glob("*.py")):
+        module = filter_plugin(path.stem)
+        if hasattr(module, "FilterModule"):
+            filters.update(
+                {name: function for name, function in module.FilterModule().filters().items() if name.endswith("_plan")}
+            )
+    return filters
+
+
+@cache
+def role_settings(role: str) -> dict[str, Any] | None:
+    """The ``<role>__settings`` mapping of the role's plan task, as written (templates), or None."""
+    for path in sorted((collection_root() / "roles" / role / "tasks").glob("*.yml")):
+        for task in _load(path) or []:
+            settings = (task.get("vars") or {}).get(f"{role}__settings") if isinstance(task, dict) else None
+            if isinstance(settings, dict):
+                return settings
+    return None
+
+
+@cache
+def _site_variables() -> tuple[dict[str, Any], dict[str, Any]]:
+    """site.yml's play variables and the variables it gives every role (its include_role task's vars)."""
+    play = (_load(collection_root() / SITE_PLAYBOOK) or [{}])[0]
+    role_vars = next((task.get("vars") or {} for task in play.get("tasks", []) if task.get("name") == ROLES_TASK), {})
+    return play.get("vars") or {}, role_vars
+
+
+def _role_variables(
+    role: str, host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any]
+) -> dict[str, Any]:
+    """What the role's templates see, lowest precedence first: role defaults, inventory, play vars, role vars
+    (vars/main.yml and the vars file for the host's OS, which the role's plan task includes), include_role vars."""
+    role_dir = collection_root() / "roles" / role
+    play_vars, include_role_vars = _site_variables()
+    variables: dict[str, Any] = {}
+    variables.update(_load(role_dir / "defaults" / "main.yml") or {})
+    variables.update({name: _inventory_value(value) for name, value in hostvars.items()})
+    variables.update(play_vars)
+    variables.update(_load(role_dir / "vars" / "main.yml") or {})
+    for name in (
+        f"{facts.get('distribution')}-{facts.get('distribution_major_version')}.yml",
+        f"{facts.get('distribution')}.yml",
+        f"{facts.get('os_family')}.yml",
+    ):
+        os_vars = _load(role_dir / "vars" / name)
+        if os_vars is not None:
+            variables.update(os_vars)
+            break
+    variables.update(include_role_vars)
+    variables.update(
+        {
+            "gpufabric_plan": host_plan,
+            "ansible_facts": facts,
+            "inventory_hostname": str(hostvars.get("inventory_hostname", "")),
+            "role_path": str(role_dir),
+        }
+    )
+    return variables
+
+
+def _inventory_value(value: Any) -> Any:
+    """An inventory value as a play sees it: strings are templates, except values marked unsafe."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return str(value["__ansible_unsafe"])
+        return {key: _inventory_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_inventory_value(item) for item in value]
+    if isinstance(value, str):
+        return trust_as_template(value)
+    return value
+
+
+def unknown_os(note: str) -> dict[str, Any]:
+    """The supply section of a host whose OS is not known: nothing is computed, the note says why."""
+    return {"os": None, "os_from": None, "roles": {}, "errors": [], "note": note}
+
+
+def host_facts(hostvars: dict[str, Any], probed: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
+    """(facts, os name, where it came from) for one host: a probe's os-release and kernel win over the host
+    variable gpufabric_os; (None, "", reason) when neither says."""
+    if probed is not None:
+        host = probed.get("host") or {}
+        name = os_targets.target_of(host.get("os") or {})
+        if name is None:
+            return None, "", f"probe: os-release {host.get('os')} is not one of {', '.join(os_targets.OS_TARGETS)}"
+        facts = os_targets.facts_for(name, "probe")
+        if host.get("kernel"):
+            facts["kernel"] = host["kernel"]
+        return facts, name, "probe"
+    declared = hostvars.get("gpufabric_os")
+    if declared is None:
+        return None, "", "set host variable gpufabric_os, or run with --probe"
+    return os_targets.facts_for(_inventory_value(declared), "host variable gpufabric_os"), str(declared), "gpufabric_os"
