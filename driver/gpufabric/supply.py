@@ -53,6 +53,9 @@ def host_supply(
         except AnsibleError as exc:  # an undefined variable (e.g. a required version not set) or a bad one
             result["errors"].append(f"{role}: {exc.message}")
             continue
+        except (TypeError, ValueError) as exc:  # a value of the wrong type, which the role would fail on too
+            result["errors"].append(f"{role}: {type(exc).__name__}: {exc}")
+            continue
         if "supply" not in role_plan:
             continue
         result["errors"] += [f"{role}: {error}" for error in role_plan.get("errors", [])]

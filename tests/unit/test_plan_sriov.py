@@ -17,6 +17,7 @@ from gpufabric import k8s
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.plan import render, sriov_rows
 from gpufabric.simulated_hw import write_tree
+from gpufabric.supply import unknown_os
 
 sriov_role = module_utils("sriov_role")
 fabric_plan = plugin_utils("fabric_plan")
@@ -86,6 +87,7 @@ def _host(sriov):
         "sriov": sriov,
         "warnings": [],
         "resolved_by": "host var gpufabric_profile",
+        "supply": unknown_os("set host variable gpufabric_os, or run with --probe"),
     }
 
 
