@@ -179,7 +179,7 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
                         role,
                         pin["name"],
                         pin["version"] or "any",
-                        pin["repository"] or "distribution",
+                        pin["repository"] or "host's sources",
                         "held" if pin["hold"] else "-",
                     )
                     packages.add_row(*(Text(cell) for cell in row))

@@ -12,6 +12,7 @@ import posixpath
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
     IMAGE_NAME,
@@ -19,6 +20,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image 
     image_reference,
 )
 from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
 
 FABRIC = "tcpx"
 RUNTIMES = ("podman", "docker")
@@ -179,7 +181,7 @@ class RuntimePlan(TypedDict):
     name: str  # podman or docker
     binary: str
     service: str | None  # the daemon the runtime needs (docker.service), None for podman
-    packages: list[dict[str, Any]]  # gpufabric.cluster.vendor_packages' layout: name, version, hold
+    packages: list[PackagePin]  # from the distribution's archive
 
 
 class ImagePlan(TypedDict):
@@ -198,6 +200,7 @@ class GcpTcpxPlan(TypedDict):
     errors: list[str]
     warnings: list[str]
     runtime: RuntimePlan
+    supply: list[PackageStep]  # the runtime's packages: what gpufabric plan shows
     images: dict[str, ImagePlan]  # per "rxdm" and "plugin"
     gpu_count: int
     devices: list[str]  # device nodes the RxDM gets
@@ -246,8 +249,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     spec = RUNTIME_PACKAGES[runtime]
     version = str(settings.get("container_runtime_version") or "")
     # gpufabric.cluster.vendor_packages' layout: the runtime held only at a pin, the host tools never.
-    packages = [{"name": spec["package"], "version": version, "hold": bool(version)}]
-    packages += [{"name": name, "version": "", "hold": False} for name in HOST_PACKAGES]
+    packages = [supply_chain.package(spec["package"], version, hold=bool(version))]
+    packages += [supply_chain.package(name, hold=False) for name in HOST_PACKAGES]
     run_args = settings.get("container_run_args") or []
     if not isinstance(run_args, list) or not all(isinstance(arg, str) and arg for arg in run_args):
         errors.append(f"gcp_tcpx_container_run_args {run_args!r} must be a list of non-empty strings")
@@ -358,6 +361,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
             "service": spec["service"],
             "packages": packages,
         },
+        "supply": [supply_chain.step(packages)],
         "images": images,
         "gpu_count": gpu_count,
         "devices": gpu_devices(gpu_count),

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
 
 FABRIC = "infiniband"
 MEMBERSHIPS = ("full", "limited", "any")
@@ -119,7 +121,8 @@ class InfinibandPlan(TypedDict):
     topo_file: str  # NCCL_TOPO_FILE, empty when unset
     topo_file_hint: str  # where that file comes from, for the message when it is missing
     sharp_packages: list[SharpPackage]
-    sharp_install: list[dict[str, str]]  # the same pins as gpufabric.cluster.vendor_packages takes them
+    sharp_install: list[PackagePin]  # the same pins as gpufabric.cluster.vendor_packages takes them
+    supply: list[PackageStep]  # the SHARP packages, when installed: what gpufabric plan shows
     errors: list[str]
     warnings: list[str]
 
@@ -236,8 +239,11 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "topo_file": env.get("NCCL_TOPO_FILE", ""),
         "topo_file_hint": topo_file_hint(env.get("NCCL_TOPO_FILE", "")),
         "sharp_packages": specs,
-        # The same pins as gpufabric.cluster.vendor_packages takes them (held by default).
-        "sharp_install": [{"name": spec["name"], "version": spec["version"]} for spec in specs],
+        # From the DOCA/MLNX_OFED repository rdma_stack configured, held.
+        "sharp_install": [supply_chain.package(spec["name"], spec["version"]) for spec in specs],
+        "supply": [supply_chain.step([supply_chain.package(spec["name"], spec["version"]) for spec in specs])]
+        if specs
+        else [],
         "errors": errors,
         "warnings": [],
     }

@@ -41,7 +41,8 @@ class PackagePin(TypedDict):
     name: str
     version: str  # exact, as the repository publishes it; '' installs any version when missing
     hold: bool
-    repository: str  # the Repository.name it comes from; '' for the distribution's own archive
+    repository: str  # the Repository.name it comes from; '' for the host's other sources (the distribution's, or
+    # a repository another role configured: SHARP comes from rdma_stack's DOCA repository)
 
 
 class PackageStep(TypedDict):

@@ -112,22 +112,37 @@ def test_bad_image_settings_are_refused_by_name(overrides, expected):
 
 
 def test_podman_from_the_distribution_unpinned_by_default():
-    runtime = plan()["runtime"]
-    assert runtime == {
+    result = plan()
+    assert result["runtime"] == {
         "name": "podman",
         "binary": "/usr/bin/podman",
         "service": None,
         "packages": [
-            {"name": "podman", "version": "", "hold": False},
-            {"name": "iptables", "version": "", "hold": False},
-            {"name": "ethtool", "version": "", "hold": False},
+            {"name": "podman", "version": "", "hold": False, "repository": ""},
+            {"name": "iptables", "version": "", "hold": False, "repository": ""},
+            {"name": "ethtool", "version": "", "hold": False, "repository": ""},
         ],
     }
+    # What gpufabric plan shows: one vendor_packages run, from the distribution, no repository of its own.
+    assert result["supply"] == [
+        {
+            "keys": [],
+            "repositories": [],
+            "packages": result["runtime"]["packages"],
+            "preferences": "",
+            "pin_priority": 1001,
+        }
+    ]
 
 
 def test_a_runtime_version_is_pinned_with_apt_syntax_and_held():
     runtime = plan(container_runtime_version="4.3.1+ds1-8+deb12u1")["runtime"]
-    assert runtime["packages"][0] == {"name": "podman", "version": "4.3.1+ds1-8+deb12u1", "hold": True}
+    assert runtime["packages"][0] == {
+        "name": "podman",
+        "version": "4.3.1+ds1-8+deb12u1",
+        "hold": True,
+        "repository": "",
+    }
     assert [package["name"] for package in runtime["packages"] if package["hold"]] == ["podman"]
 
 

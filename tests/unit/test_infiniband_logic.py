@@ -182,7 +182,11 @@ def test_sharp_packages_are_pinned_in_the_package_manager_syntax(os_family, spec
     plan = plan_for(sharp=True, sharp_packages={"sharp": "3.9.0-1"}, os_family=os_family)
     assert plan["errors"] == []
     assert plan["sharp_packages"] == [{"name": "sharp", "version": "3.9.0-1", "spec": spec}]
-    assert plan["sharp_install"] == [{"name": "sharp", "version": "3.9.0-1"}]  # vendor_packages' layout
+    pin = {"name": "sharp", "version": "3.9.0-1", "hold": True, "repository": ""}  # vendor_packages' layout
+    assert plan["sharp_install"] == [pin]
+    assert plan["supply"] == [
+        {"keys": [], "repositories": [], "packages": [pin], "preferences": "", "pin_priority": 1001}
+    ]
 
 
 def test_sharp_needs_packages_with_versions_and_a_known_os():
