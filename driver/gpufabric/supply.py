@@ -58,8 +58,9 @@ def host_supply(
             continue
         if "supply" not in role_plan:
             continue
+        # A role that refuses its inputs installs nothing: its refusal is shown, not a guess at its packages.
         result["errors"] += [f"{role}: {error}" for error in role_plan.get("errors", [])]
-        if role_plan["supply"]:
+        if role_plan["supply"] and not role_plan.get("errors"):
             result["roles"][role] = role_plan["supply"]
     return result
 
