@@ -131,13 +131,18 @@ def _is_changed(res: Mapping[str, Any]) -> bool:
     return res.get("changed") is True
 
 
+# What Ansible says of a loop with a failed item (the failure itself is in the item's result).
+LOOP_FAILED = "One or more items failed"
+
+
 def _message(res: Mapping[str, Any]) -> str:
     """The one-line-ish reason of a failed result: msg, else stderr, else the failed loop items'."""
+    items = [item for item in res.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
     for key in ("msg", "stderr", "reason", "exception"):
         value = res.get(key)
-        if isinstance(value, str) and value.strip():
+        # A loop's own msg only says that an item failed; the items say why.
+        if isinstance(value, str) and value.strip() and not (items and value == LOOP_FAILED):
             return value.strip()
-    items = [item for item in res.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
     if items:
         return "; ".join(f"{item.get('_ansible_item_label', item.get('item'))}: {_message(item)}" for item in items)
     return "no message"

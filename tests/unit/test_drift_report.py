@@ -526,3 +526,17 @@ def test_a_host_excluded_on_purpose_is_reported_but_not_counted() -> None:
     suites = {suite.get("name"): suite for suite in ET.fromstring(drift_formats.to_junit(result))}
     assert suites["gpu-clean-2"].find("testcase/skipped") is not None
     assert suites["gpu-clean-2"].get("skipped") == "1" and suites["gpu-clean-2"].get("failures") == "0"
+
+
+def test_a_failed_loop_is_reported_by_its_failed_items() -> None:
+    from gpufabric.drift_events import _message
+
+    loop = {
+        "msg": "One or more items failed",
+        "results": [
+            {"failed": False, "msg": "", "_ansible_item_label": "/etc/apt/keyrings/a.gpg"},
+            {"failed": True, "msg": "the key did not match the pinned checksum", "_ansible_item_label": "/etc/b.gpg"},
+        ],
+    }
+    assert _message(loop) == "/etc/b.gpg: the key did not match the pinned checksum"
+    assert _message({"msg": "One or more items failed"}) == "One or more items failed"
