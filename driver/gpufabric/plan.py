@@ -52,16 +52,20 @@ def fleet_plan(
     for name, host in hosts.items():
         if probe:
             hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
-        host["supply"] = _supply(name, host, raw_vars[name], answers.get(name, {}).get("facts") if probe else None)
+        host["supply"] = _supply(name, host, raw_vars[name], answers.get(name) if probe else None)
     return {"hosts": hosts}
 
 
-def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], probed: dict[str, Any] | None) -> dict[str, Any]:
+def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
+    """The host's supply chain for the OS its probe read (when it answered) or its gpufabric_os names."""
+    probed = answer["facts"] if answer and answer.get("facts") else None
     try:
         facts, os_name, os_from = supply.host_facts(raw_vars, probed)
     except UserError as exc:
         raise UserError(f"host {name}: {exc}") from None
     if facts is None:
+        if answer is not None and probed is None:
+            os_from = f"the probe did not read the host ({answer.get('error')}); {os_from}"
         return supply.unknown_os(os_from)
     return supply.host_supply(host, raw_vars, facts, os_name, os_from)
 

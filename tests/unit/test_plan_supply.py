@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,16 @@ def test_the_supply_chain_is_what_the_role_computes(ansible_env, tmp_path):
     chain = supply.host_supply(role["plan"], hostvars, role["facts"], "debian-12", "probe")
     assert chain["roles"]["gcp_tcpxo"] == role["supply"]
     assert any(pin["name"].startswith("linux-headers-") for pin in role["supply"][0]["packages"])
+
+
+def test_a_probe_reads_the_os_and_kernel_from_the_host(gpufabric, tmp_path):
+    """This machine, probed over a local connection: its os-release picks the target, its kernel the headers."""
+    host = {**TCPXO_HOST, "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}
+    inventory = write_inventory(tmp_path, {"here": {**host, "gpufabric_os": "rhel-9"}})  # the probe wins
+    result = gpufabric("plan", "-i", str(inventory), "--probe", "--json")
+    chain = json.loads(result.stdout)["hosts"]["here"]["supply"]
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    expected = os_targets.target_of({"id": release["ID"], "version_id": release.get("VERSION_ID", "").strip('"')})
+    assert (chain["os"], chain["os_from"], chain["note"]) == (expected, "probe", "")
+    packages = [pin["name"] for step in chain["roles"]["gcp_tcpxo"] for pin in step["packages"]]
+    assert f"linux-headers-{os.uname().release}" in packages
