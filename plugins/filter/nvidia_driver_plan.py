@@ -5,11 +5,12 @@ DOCUMENTATION = r"""
 name: nvidia_driver_plan
 author: gpufabric developers
 version_added: "0.2.0"
-short_description: Package names, repository and checks for the nvidia_driver role
+short_description: Everything the nvidia_driver role installs, and its checks
 description:
-  - Takes the role's settings and the host's facts and returns the packages to pin, the fabric manager package,
-    the CUDA repository URL and the hold method for the host's distribution, C(warnings), and C(errors) naming
-    the first bad value and what is accepted.
+  - Takes the role's settings and the host's facts and returns the packages with the exact versions the
+    repository publishes on the host's distribution, the fabric manager and pinning packages, the kernel headers,
+    the CUDA repository URL and key, the hold method, and C(supply), the steps the role hands to repo_key and
+    vendor_packages unchanged; C(warnings), and C(errors) naming the first bad value and what is accepted.
   - The role does not read the catalog; its settings come from its own variables (site.yml maps the profile's GPU
     model and NVSwitch into them).
 options:
@@ -22,7 +23,7 @@ options:
     type: dict
   facts:
     description:
-      - The host's C(ansible_facts) (distribution, distribution_version, architecture).
+      - The host's C(ansible_facts) (distribution, distribution_version, architecture, kernel).
       - Needed by this role; left out, the filter fails naming it.
     type: dict
 """
@@ -33,9 +34,9 @@ EXAMPLES = r"""
     nvidia_driver__plan: "{{ nvidia_driver__settings | gpufabric.cluster.nvidia_driver_plan(facts=ansible_facts) }}"
   vars:
     nvidia_driver__settings:
-      source: distro
-      branch: "535"
-      version: 535.261.03-1
+      source: cuda_repo
+      branch: "570"
+      version: 570.133.20
       kernel_modules: open
 """
 
@@ -43,8 +44,9 @@ RETURN = r"""
 _value:
   description:
     - The C(NvidiaDriverPlan) of plugins/module_utils/nvidia_driver.py, keys C(errors) (empty when the inputs are
-      acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(pinned), C(upstream_version),
-      C(cuda_repo_url), C(cuda_repo_key_url), C(lock), C(initramfs_command).
+      acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(pinning_package), C(pinned),
+      C(versions), C(upstream_version), C(kernel_headers), C(cuda_repo_url), C(cuda_repo_key_url), C(lock),
+      C(initramfs_command), C(supply) (a list of supply_chain.PackageStep).
   type: dict
 """
 

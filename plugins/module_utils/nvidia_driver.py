@@ -3,9 +3,10 @@
 
 Everything that differs between Debian, Ubuntu and the RHEL family, between driver branches
 and between open and proprietary kernel modules lives here, so unit tests cover the
-combinations that molecule (Debian 12 only) cannot reach. The role calls ``plan()`` in one task,
-``nvidia_driver__settings | gpufabric.cluster.nvidia_driver_plan(facts=ansible_facts)``
-(plugins/filter/nvidia_driver_plan.py), which returns one NvidiaDriverPlan.
+combinations that molecule (the Ubuntu 22.04 and 24.04 identity images) cannot reach. The role calls ``plan()`` in
+one task, ``nvidia_driver__settings | gpufabric.cluster.nvidia_driver_plan(facts=ansible_facts)``
+(plugins/filter/nvidia_driver_plan.py), which returns one NvidiaDriverPlan; its ``supply`` is everything the role
+installs (supply_chain.PackageStep), handed to repo_key and vendor_packages unchanged.
 """
 
 from __future__ import annotations
@@ -13,14 +14,38 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
+
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
 MIN_BRANCH = {"B200": 570, "H200": 550, "H100": 525, "A100": 450}
 # Fabric manager's package is branch-suffixed on Ubuntu/Debian up to this branch (exclusive).
 FM_UNSUFFIXED_FROM = 580
-# NVIDIA CUDA network repository.
+# Branch from which NVIDIA's APT repositories carry nvidia-driver-pinning-<version>, the package that locks the whole
+# driver set (pinning only nvidia-open/cuda-drivers lets their >= dependencies float). Source: NVIDIA Driver
+# Installation Guide r580+, "Version locking packages for Ubuntu / Debian" (docs.nvidia.com/datacenter/tesla/
+# driver-installation-guide); public install scripts install nvidia-driver-pinning-590.48.01 (ubuntu2404) and
+# nvidia-driver-pinning-595.71.05 (debian13) from the CUDA network repository.
+PINNING_PACKAGE_FROM = 580
+# NVIDIA CUDA network repository: flat, one directory per distribution and architecture
+# (<base>/ubuntu2204/x86_64/, suite "/", no components; Packages, InRelease and the key in that directory).
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # Public key the CUDA repositories are signed with (3bf863cc.pub in each repository directory).
 CUDA_REPO_KEY_FILE = "3bf863cc.pub"
+# The source file, keyring and APT preferences file the role writes.
+CUDA_REPO_NAME = "gpufabric-cuda"
+PREFERENCES = "gpufabric-nvidia-driver"
+PIN_PRIORITY = 1001
+# Debian revision of the CUDA repository's driver packages per distribution family: NVIDIA builds the Ubuntu ones
+# Ubuntu-style (570.133.20-0ubuntu1), the Debian ones -1. Sources: public install scripts pinning
+# nvidia-driver-570-open=570.133.20-0ubuntu1 and nvidia-open=590.48.01-0ubuntu1 from cuda/repos/ubuntu2204|2404,
+# nvidia-open=595.71.05-1 from cuda/repos/debian13 (LEAD in shared/reference/real-images.md, section 1).
+DRIVER_REVISION = {"debian": "-1", "ubuntu": "-0ubuntu1"}
+# Fabric manager (and libnvidia-nscq) keep NVIDIA's own -1 on Ubuntu too: Azure/azhpc-images
+# ubuntu/common/install_nvidia_fabric_manager.sh fetches nvidia-fabricmanager-510_510.85.02-1_amd64.deb from
+# cuda/repos/ubuntu${VERSION}/x86_64/; public scripts pin nvidia-fabricmanager-570=570.133.20-1 beside
+# nvidia-utils-570=570.133.20-0ubuntu1.
+FABRICMANAGER_REVISION = "-1"
 SOURCES = ("cuda_repo", "distro")
 KERNEL_MODULES = ("open", "proprietary")
 GPUDIRECT = ("peermem", "dmabuf", "none")
@@ -68,10 +93,32 @@ def upstream_version(version: str) -> str:
 def version_error(branch: str, version: str) -> str | None:
     upstream = upstream_version(version)
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", upstream):
-        return f"nvidia_driver_version '{version}' is not a package version; accepted: e.g. 570.133.20-1"
+        return (
+            f"nvidia_driver_version '{version}' is not a driver version; accepted: the upstream version such as "
+            "570.133.20, or an exact package version such as 570.133.20-0ubuntu1"
+        )
     if upstream.split(".", 1)[0] != branch:
         return f"nvidia_driver_version '{version}' is not on branch {branch}; accepted: {branch}.x versions"
     return None
+
+
+def package_versions(source: str, distribution: str, version: str) -> tuple[str, str]:
+    """The exact versions (driver packages, fabric manager) the repository publishes for one driver version.
+
+    From NVIDIA's CUDA repository the operator may give the upstream version alone (570.133.20): the driver packages
+    get the distribution's revision (-0ubuntu1 on Ubuntu, -1 on Debian) and fabric manager NVIDIA's -1. A version
+    with a revision (595.91.07-1ubuntu1) is taken as the driver packages' exact version; fabric manager still
+    matches on its upstream version. From the distribution, the version is the exact package version as given.
+    """
+    fam = family(distribution)
+    if source != "cuda_repo":
+        return version, version
+    upstream = upstream_version(version)
+    if fam == "redhat":
+        # dnf versionlock matches name-version; the RPM release (-1.el9) is not derived here.
+        return upstream, upstream
+    driver = version if "-" in version else upstream + DRIVER_REVISION[fam]
+    return driver, upstream + FABRICMANAGER_REVISION
 
 
 def fabricmanager_package(branch: str, distribution: str) -> str:
@@ -109,8 +156,15 @@ def driver_packages(source: str, distribution: str, branch: str, kernel_modules:
     return ["nvidia-open"] if open_ else ["cuda-drivers", "kmod-nvidia-latest-dkms"]
 
 
-def cuda_repo_url(distribution: str, version: str, architecture: str) -> str:
-    """https://developer.download.nvidia.com/compute/cuda/repos/<ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/.
+def pinning_package(source: str, distribution: str, branch: str, version: str) -> str | None:
+    """nvidia-driver-pinning-<version> from branch 580 on, from NVIDIA's APT repositories; None otherwise."""
+    if source != "cuda_repo" or family(distribution) == "redhat" or int(branch) < PINNING_PACKAGE_FROM:
+        return None
+    return f"nvidia-driver-pinning-{upstream_version(version)}"
+
+
+def cuda_repo_url(distribution: str, version: str, architecture: str, base: str = CUDA_REPO_BASE) -> str:
+    """<base>/<ubuntu2204|ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/, base NVIDIA's by default.
 
     ``version`` is the fact distribution_version (Ubuntu "22.04", Debian "12.11", RHEL "9.6"): on Ubuntu the
     major version alone ("22") does not name the repository.
@@ -126,7 +180,7 @@ def cuda_repo_url(distribution: str, version: str, architecture: str) -> str:
     arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(architecture)
     if arch is None:
         raise ValueError(f"architecture '{architecture}' is not supported; accepted: x86_64, aarch64")
-    return f"{CUDA_REPO_BASE}/{tag}/{arch}/"
+    return f"{base.rstrip('/')}/{tag}/{arch}/"
 
 
 def version_lock_method(distribution: str) -> str:
@@ -148,117 +202,210 @@ class NvidiaDriverPlan(TypedDict):
     family: str  # debian, ubuntu or redhat
     packages: list[str]  # the driver's packages
     fabricmanager_package: str | None
-    pinned: list[str]  # the packages pinned at nvidia_driver_version: the driver's and fabric manager's
+    pinning_package: str | None  # nvidia-driver-pinning-<version> (branch 580 on, NVIDIA's APT repositories)
+    pinned: list[str]  # the packages pinned at the driver version: the driver's and fabric manager's
+    versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
     upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
+    kernel_headers: list[str]  # linux-headers-<release> installed before the DKMS build
     cuda_repo_url: str  # empty unless nvidia_driver_source is cuda_repo
     cuda_repo_key_url: str
     lock: str  # dpkg_hold or dnf_versionlock
     initramfs_command: list[str]
+    supply: list[PackageStep]  # what the tasks hand to repo_key and vendor_packages, in order
+
+
+# The key NVIDIA publishes as 3bf863cc.pub (the role's default nvidia_driver_cuda_repo_key_fingerprints, with its
+# source in defaults/main.yml); used when a caller of plan() leaves the setting out.
+CUDA_REPO_KEY_FINGERPRINTS = ["EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"]
+KEYRINGS = "/etc/apt/keyrings"
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NvidiaDriverPlan:
-    """Everything the role needs from its settings (its variables without the ``nvidia_driver_`` prefix) and the
-    host's facts (distribution, distribution_version, architecture). ``host_plan`` is not read: site.yml
-    maps the profile's GPU model and NVSwitch into the role's variables."""
-    decided = _decide(
-        source=str(settings.get("source", "")),
-        distribution=str(facts.get("distribution", "")),
-        # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
-        distribution_version=str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
-        architecture=str(facts.get("architecture", "")),
-        branch=str(settings.get("branch", "")),
-        version=str(settings.get("version", "")),
-        kernel_modules=str(settings.get("kernel_modules", "")),
-        gpu_model=str(settings.get("gpu_model") or ""),
-        fabric_manager=bool(settings.get("fabric_manager", False)),
-        nvswitch=bool(settings.get("nvswitch", False)),
-        gpudirect=str(settings.get("gpudirect", "none")),
-    )
-    error = decided.pop("error")
+    """Everything the role needs and installs, from its settings (its variables without the ``nvidia_driver_``
+    prefix) and the host's facts (distribution, distribution_version, architecture, kernel). ``host_plan`` is not
+    read: site.yml maps the profile's GPU model and NVSwitch into the role's variables."""
     result: NvidiaDriverPlan = {
-        "errors": [error] if error else [],
+        "errors": [],
         "warnings": [],
         "family": "",
         "packages": [],
         "fabricmanager_package": None,
+        "pinning_package": None,
         "pinned": [],
+        "versions": {},
         "upstream_version": "",
+        "kernel_headers": [],
         "cuda_repo_url": "",
         "cuda_repo_key_url": "",
         "lock": "",
         "initramfs_command": [],
+        "supply": [],
     }
-    result.update(decided)  # type: ignore[typeddict-item]  # _decide returns the same keys
+    try:
+        result.update(_decide(settings, facts))  # type: ignore[typeddict-item]  # _decide returns the same keys
+    except ValueError as exc:
+        result["errors"] = [str(exc)]
     return result
 
 
-def _decide(
-    *,
-    source: str,
-    distribution: str,
-    distribution_version: str,
-    architecture: str,
-    branch: str,
-    version: str,
-    kernel_modules: str,
-    gpu_model: str = "",
-    fabric_manager: bool = False,
-    nvswitch: bool = False,
-    gpudirect: str = "none",
-) -> dict[str, Any]:
-    """Everything the role needs, or {'error': message} naming the first bad value and what is accepted."""
-    checks = [
+def _check(error: str | None) -> None:
+    if error:
+        raise ValueError(error)
+
+
+def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """Everything the role needs; raises ValueError naming the first bad value and what is accepted."""
+    source = str(settings.get("source", ""))
+    kernel_modules = str(settings.get("kernel_modules", ""))
+    gpudirect = str(settings.get("gpudirect", "none"))
+    branch = str(settings.get("branch", ""))
+    version = str(settings.get("version", ""))
+    gpu_model = str(settings.get("gpu_model") or "")
+    fabric_manager = bool(settings.get("fabric_manager", False))
+    distribution = str(facts.get("distribution", ""))
+    _check(
         None
         if source in SOURCES
-        else f"nvidia_driver_source '{source}' is not accepted; accepted: {', '.join(SOURCES)}",
+        else f"nvidia_driver_source '{source}' is not accepted; accepted: {', '.join(SOURCES)}"
+    )
+    _check(
         None
         if kernel_modules in KERNEL_MODULES
-        else f"nvidia_driver_kernel_modules '{kernel_modules}' is not accepted; accepted: {', '.join(KERNEL_MODULES)}",
+        else f"nvidia_driver_kernel_modules '{kernel_modules}' is not accepted; accepted: {', '.join(KERNEL_MODULES)}"
+    )
+    _check(
         None
         if gpudirect in GPUDIRECT
-        else f"nvidia_driver_gpudirect '{gpudirect}' is not accepted; accepted: {', '.join(GPUDIRECT)}",
-        branch_error(str(branch), gpu_model),
-    ]
-    for error in checks:
-        if error:
-            return {"error": error}
-    branch = str(branch)
-    for error in (
-        version_error(branch, version),
-        None
-        if not (gpudirect == "dmabuf" and kernel_modules != "open")
-        else "nvidia_driver_gpudirect 'dmabuf' needs open kernel modules; accepted with proprietary: peermem, none",
-        None
-        if not (fabric_manager and not nvswitch)
-        else "nvidia_driver_fabric_manager is true but the profile has no NVSwitch; accepted: false on this profile",
-        None
-        if not (kernel_modules == "proprietary" and gpu_generation(gpu_model) == "B200")
-        else f"nvidia_driver_kernel_modules 'proprietary' cannot drive {gpu_model}; accepted: open",
-    ):
-        if error:
-            return {"error": error}
-    try:
-        packages = driver_packages(source, distribution, branch, kernel_modules)
-        fm = fabricmanager_package(branch, distribution) if fabric_manager else None
-        repo = cuda_repo_url(distribution, distribution_version, architecture) if source == "cuda_repo" else ""
-    except ValueError as exc:
-        return {"error": str(exc)}
-    if fabric_manager and source == "distro" and family(distribution) == "debian":
-        return {
-            "error": (
-                "nvidia_driver_fabric_manager needs nvidia_driver_source 'cuda_repo' on Debian "
-                "(Debian does not package it); accepted with source 'distro': false"
-            )
-        }
+        else f"nvidia_driver_gpudirect '{gpudirect}' is not accepted; accepted: {', '.join(GPUDIRECT)}"
+    )
+    _check(branch_error(branch, gpu_model))
+    _check(version_error(branch, version))
+    if gpudirect == "dmabuf" and kernel_modules != "open":
+        raise ValueError(
+            "nvidia_driver_gpudirect 'dmabuf' needs open kernel modules; accepted with proprietary: peermem, none"
+        )
+    if fabric_manager and not settings.get("nvswitch", False):
+        raise ValueError(
+            "nvidia_driver_fabric_manager is true but the profile has no NVSwitch; accepted: false on this profile"
+        )
+    if kernel_modules == "proprietary" and gpu_generation(gpu_model) == "B200":
+        raise ValueError(f"nvidia_driver_kernel_modules 'proprietary' cannot drive {gpu_model}; accepted: open")
+    fam = family(distribution)
+    if fabric_manager and source == "distro" and fam == "debian":
+        raise ValueError(
+            "nvidia_driver_fabric_manager needs nvidia_driver_source 'cuda_repo' on Debian "
+            "(Debian does not package it); accepted with source 'distro': false"
+        )
+    if source == "distro" and "-" not in version:
+        raise ValueError(
+            f"nvidia_driver_version '{version}' has no package revision; accepted with source 'distro': the exact "
+            "version the distribution publishes, such as 535.261.03-1"
+        )
+    packages = driver_packages(source, distribution, branch, kernel_modules)
+    fm = fabricmanager_package(branch, distribution) if fabric_manager else None
+    pinning = pinning_package(source, distribution, branch, version)
+    driver_version, fm_version = package_versions(source, distribution, version)
+    versions = dict.fromkeys(packages, driver_version) | ({fm: fm_version} if fm else {})
+    extras = settings.get("extra_packages") or {}
+    if not isinstance(extras, dict):
+        raise ValueError(
+            f"nvidia_driver_extra_packages is {type(extras).__name__} {extras!r:.80}; accepted: a mapping of "
+            "package name to exact version ('' for the driver's)"
+        )
+    versions |= {str(name): str(pin or driver_version) for name, pin in extras.items()}
+
+    repo_url = key_url = ""
+    keys: list[supply_chain.RepoKey] = []
+    repositories: list[supply_chain.Repository] = []
+    repository = ""
+    if source == "cuda_repo":
+        repo_url = str(settings.get("cuda_repo_url") or "") or cuda_repo_url(
+            distribution,
+            # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
+            str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
+            str(facts.get("architecture", "")),
+            str(settings.get("cuda_repo_base") or CUDA_REPO_BASE),
+        )
+        key_url = str(settings.get("cuda_repo_key") or "") or repo_url + CUDA_REPO_KEY_FILE
+        keys, repositories = [_key(key_url, settings)], [_repository(repo_url, key_url, settings)]
+        repository = CUDA_REPO_NAME
+    warnings: list[str] = []
+    headers = _kernel_headers(settings, facts, warnings) if fam != "redhat" else []
+
+    # Headers and NVIDIA's pinning package go first, in a step of their own: DKMS builds when the driver's packages
+    # are configured, and apt resolves the driver's >= dependencies by the preferences the pinning package installs.
+    first = [supply_chain.package(name, hold=False) for name in headers]
+    if pinning:
+        first.append(supply_chain.package(pinning, repository=repository))
+    steps: list[PackageStep] = []
+    if first:
+        steps.append(supply_chain.step(first, repositories=repositories, keys=keys, preferences=""))
+        keys = []
+    pins: list[PackagePin] = [supply_chain.package(name, pin, repository) for name, pin in versions.items()]
+    steps.append(
+        supply_chain.step(
+            pins, repositories=repositories, keys=keys, preferences=PREFERENCES, pin_priority=PIN_PRIORITY
+        )
+    )
     return {
-        "error": "",
-        "family": family(distribution),
+        "warnings": warnings,
+        "family": fam,
         "packages": packages,
         "fabricmanager_package": fm,
+        "pinning_package": pinning,
         "pinned": packages + ([fm] if fm else []),
+        "versions": {**{package["name"]: "" for package in first}, **versions},
         "upstream_version": upstream_version(version),
-        "cuda_repo_url": repo,
-        "cuda_repo_key_url": repo + CUDA_REPO_KEY_FILE if repo else "",
+        "kernel_headers": headers,
+        "cuda_repo_url": repo_url,
+        "cuda_repo_key_url": key_url,
         "lock": version_lock_method(distribution),
         "initramfs_command": initramfs_command(distribution),
+        "supply": steps,
     }
+
+
+def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: list[str]) -> list[str]:
+    """linux-headers-<release> for the kernels the DKMS modules are built for: the running kernel live, the
+    nvidia_driver_bake_kernels in a bake (none given: bake.yml builds for the headers already in the image)."""
+    if settings.get("bake", False):
+        kernels = [str(kernel) for kernel in settings.get("bake_kernels") or []]
+        where = "nvidia_driver_bake_kernels"
+    elif not facts.get("kernel"):
+        # gpufabric plan without --probe knows the OS, not the kernel the host will run.
+        warnings.append("the running kernel is not known here: linux-headers-<uname -r> is installed before the driver")
+        return []
+    else:
+        kernels = [str(facts["kernel"])]
+        where = "the fact kernel (the running kernel, uname -r)"
+    for kernel in kernels:
+        if not re.fullmatch(r"[0-9][A-Za-z0-9.+~_-]*", kernel):
+            raise ValueError(
+                f"kernel release '{kernel}' from {where} is not a kernel release; accepted: e.g. 6.8.0-1015-aws"
+            )
+    return [f"linux-headers-{kernel}" for kernel in kernels]
+
+
+def _keyring(key: str) -> str:
+    # APT reads a keyring by its extension: .gpg for a binary key, .asc for an armored one (3bf863cc.pub is armored).
+    return f"{KEYRINGS}/{CUDA_REPO_NAME}.{'gpg' if key.endswith('.gpg') else 'asc'}"
+
+
+def _key(key: str, settings: dict[str, Any]) -> supply_chain.RepoKey:
+    fingerprints = [str(fpr) for fpr in settings.get("cuda_repo_key_fingerprints") or CUDA_REPO_KEY_FINGERPRINTS]
+    if key.startswith("/"):
+        return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, src=key)
+    if not re.match(r"^(https?|file)://", key):
+        raise ValueError(
+            f"nvidia_driver_cuda_repo_key '{key:.60}' is not a key location; accepted: an https://, http:// or "
+            "file:// URL, or the absolute path of a key file on the controller"
+        )
+    return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, url=key)
+
+
+def _repository(url: str, key: str, settings: dict[str, Any]) -> supply_chain.Repository:
+    suites = [str(suite) for suite in settings.get("cuda_repo_suites") or ["/"]]
+    components = [str(component) for component in settings.get("cuda_repo_components") or []]
+    repository = supply_chain.repository(CUDA_REPO_NAME, url, suites[0], _keyring(key), components)
+    repository["suites"] = suites
+    return repository

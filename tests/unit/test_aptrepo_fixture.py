@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.aptrepo import Package, build_repo
+from tests.fixtures.aptrepo import Package, build_flat_repo, build_repo
 
 TOOLS = ("gpg", "gpgv", "dpkg-deb", "apt-ftparchive")
 pytestmark = pytest.mark.skipif(
@@ -80,3 +80,44 @@ def test_cli(tmp_path):
     repo = json.loads(result.stdout)
     assert Path(repo["key_file"]).is_file()
     assert gpgv(Path(repo["path"]), Path(repo["key_file"]), "stable").returncode != 0
+
+
+def test_flat_repo_is_laid_out_as_nvidias(tmp_path):
+    """NVIDIA's CUDA repositories: the .debs and indexes in one directory (suite "/"), the armored key beside them."""
+    repo = build_flat_repo(tmp_path / "ubuntu2204" / "x86_64", PACKAGES, key_name="3bf863cc.pub")
+    assert (repo.suite, repo.component) == ("/", "")
+    names = {path.name for path in repo.path.iterdir()}
+    assert {"Packages", "Packages.gz", "Release", "InRelease", "Release.gpg", "3bf863cc.pub"} <= names
+    assert "doca-ofed_2.9.1-1_all.deb" in names and "dists" not in names and "pool" not in names
+    assert "Filename: ./doca-ofed_2.9.1-1_all.deb" in (repo.path / "Packages").read_text()
+    assert (repo.path / "3bf863cc.pub").read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    result = subprocess.run(
+        ["gpgv", "--keyring", str(repo.key_file), str(repo.path / "InRelease")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_one_spec_builds_several_repositories_with_one_key(tmp_path):
+    """The molecule scenarios' form: a flat CUDA repository and an archive with two suites, one key."""
+    spec = tmp_path / "spec.yml"
+    spec.write_text(
+        "repositories:\n"
+        "  - {path: compute/cuda/repos/ubuntu2204/x86_64, layout: flat, key_name: 3bf863cc.pub,"
+        " packages: [{name: nvidia-dkms-570-open, version: 570.133.20-0ubuntu1}]}\n"
+        "  - {path: ubuntu, suites: [jammy, noble], component: main,"
+        " packages: [{name: linux-headers-6.8.0-1-generic, version: 6.8.0-1.1}]}\n",
+        encoding="utf-8",
+    )
+    script = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "aptrepo.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), "--spec", str(spec)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    flat, archive = json.loads(result.stdout)
+    assert flat["fingerprint"] == archive["fingerprint"] and flat["suite"] == "/"
+    out = tmp_path / "out"
+    assert (out / "compute/cuda/repos/ubuntu2204/x86_64/nvidia-dkms-570-open_570.133.20-0ubuntu1_all.deb").is_file()
+    for suite in ("jammy", "noble"):
+        packages = (out / "ubuntu/dists" / suite / "main/binary-amd64/Packages").read_text()
+        assert "Package: linux-headers-6.8.0-1-generic" in packages
+        assert f"Suite: {suite}" in (out / "ubuntu/dists" / suite / "Release").read_text()

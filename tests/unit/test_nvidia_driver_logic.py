@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nvidia_driver's decisions for the combinations molecule (Debian 12 only) cannot reach:
-Ubuntu and RHEL package names, CUDA repository URLs, fabric manager naming by branch,
-hold method, and every bad input the role refuses before changing anything."""
+"""nvidia_driver's decisions for the combinations molecule (the Ubuntu 22.04 and 24.04 identity images, branch 570)
+cannot reach: Debian and RHEL package names, exact versions per distribution, the pinning package from 580, CUDA
+repository URLs, the kernel headers, the supply steps, fabric manager naming by branch, hold method, and every bad
+input the role refuses before changing anything."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ BASE = {
     "distribution_version": "24.04",
     "distribution_major_version": "24",
     "architecture": "x86_64",
+    "kernel": "6.8.0-1015-aws",
     "branch": "570",
     "version": "570.133.20-1",
     "kernel_modules": "open",
 }
-FACT_KEYS = ("distribution", "distribution_version", "distribution_major_version", "architecture")
+FACT_KEYS = ("distribution", "distribution_version", "distribution_major_version", "architecture", "kernel")
 
 
 def run(**values: object) -> dict:
@@ -144,6 +146,13 @@ def test_plan_ok_with_fabric_manager_pinned_at_driver_version():
     result = run(**BASE, gpu_model="H100-SXM-80GB", fabric_manager=True, nvswitch=True, gpudirect="peermem")
     assert result["errors"] == []
     assert result["pinned"] == ["nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-fabricmanager-570"]
+    # An exact version with a revision pins the driver's packages at it; fabric manager keeps NVIDIA's -1.
+    assert result["versions"] == {
+        "linux-headers-6.8.0-1015-aws": "",
+        "nvidia-driver-570-open": "570.133.20-1",
+        "nvidia-dkms-570-open": "570.133.20-1",
+        "nvidia-fabricmanager-570": "570.133.20-1",
+    }
     assert result["upstream_version"] == "570.133.20"
     assert result["cuda_repo_key_url"].endswith("/ubuntu2404/x86_64/3bf863cc.pub")
 
@@ -157,6 +166,11 @@ def test_plan_ok_with_fabric_manager_pinned_at_driver_version():
         ),
         ({"fabric_manager": True, "nvswitch": False}, "no NVSwitch"),
         ({"version": "580.65.06-1"}, "not on branch 570"),
+        ({"version": "570"}, "'570' is not a driver version"),
+        ({"source": "distro", "version": "570.133.20"}, "has no package revision"),
+        ({"kernel": "$(reboot)"}, "kernel release '$(reboot)' from the fact kernel"),
+        ({"cuda_repo_key": "-----BEGIN PGP PUBLIC KEY BLOCK-----"}, "is not a key location"),
+        ({"extra_packages": ["nvidia-persistenced"]}, "nvidia_driver_extra_packages is list"),
         ({"kernel_modules": "proprietary", "gpudirect": "dmabuf"}, "'dmabuf' needs open"),
         ({"kernel_modules": "proprietary", "gpu_model": "B200-SXM-180GB"}, "accepted: open"),
         ({"source": "ppa"}, "'ppa' is not accepted"),
@@ -193,3 +207,219 @@ def test_a_refused_plan_keeps_every_key_empty():
 def test_upstream_version():
     assert nd.upstream_version("1:570.133.20-1ubuntu1") == "570.133.20"
     assert nd.upstream_version("535.261.03-1") == "535.261.03"
+
+
+FINGERPRINT = "EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"
+SETTINGS = {
+    "source": "cuda_repo",
+    "branch": "570",
+    "version": "570.133.20",
+    "kernel_modules": "open",
+    "gpu_model": "H100-SXM-80GB",
+    "fabric_manager": True,
+    "nvswitch": True,
+    "gpudirect": "dmabuf",
+    "extra_packages": {},
+    "bake": False,
+    "bake_kernels": [],
+    "cuda_repo_base": nd.CUDA_REPO_BASE,
+    "cuda_repo_url": "",
+    "cuda_repo_key": "",
+    "cuda_repo_key_fingerprints": [FINGERPRINT],
+    "cuda_repo_suites": ["/"],
+    "cuda_repo_components": [],
+}
+
+
+def recorded_facts(target: str, kernel: str = "6.8.0-1015-aws", architecture: str = "x86_64") -> dict:
+    gathered = json.loads((OS_RELEASE / target / "facts.json").read_text(encoding="utf-8"))
+    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items()}
+    return {**facts, "architecture": architecture, "kernel": kernel}
+
+
+def packages_of(step: dict) -> dict[str, str]:
+    return {package["name"]: package["version"] for package in step["packages"]}
+
+
+@pytest.mark.parametrize(
+    ("target", "tag", "driver", "fabricmanager"),
+    [
+        # NVIDIA's Ubuntu repositories: the driver Ubuntu-style, fabric manager NVIDIA's -1 (module constants' sources).
+        (
+            "ubuntu2204",
+            "ubuntu2204",
+            {"nvidia-driver-570-open": "570.133.20-0ubuntu1", "nvidia-dkms-570-open": "570.133.20-0ubuntu1"},
+            "570.133.20-1",
+        ),
+        (
+            "ubuntu2404",
+            "ubuntu2404",
+            {"nvidia-driver-570-open": "570.133.20-0ubuntu1", "nvidia-dkms-570-open": "570.133.20-0ubuntu1"},
+            "570.133.20-1",
+        ),
+        (
+            "debian12",
+            "debian12",
+            {"nvidia-open": "570.133.20-1", "nvidia-kernel-open-dkms": "570.133.20-1"},
+            "570.133.20-1",
+        ),
+        (
+            "debian13",
+            "debian13",
+            {"nvidia-open": "570.133.20-1", "nvidia-kernel-open-dkms": "570.133.20-1"},
+            "570.133.20-1",
+        ),
+    ],
+)
+def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver, fabricmanager):
+    """One upstream version, each package at the exact version NVIDIA publishes on the host's distribution."""
+    result = nd.plan({**SETTINGS, "extra_packages": {"nvidia-persistenced": ""}}, None, recorded_facts(target))
+    assert result["errors"] == [] and result["warnings"] == []
+    headers, driver_step = result["supply"]
+    url = f"{nd.CUDA_REPO_BASE}/{tag}/x86_64/"
+    keyring = "/etc/apt/keyrings/gpufabric-cuda.asc"
+    repository = {
+        "name": "gpufabric-cuda",
+        "uris": [url],
+        "suites": ["/"],
+        "components": [],
+        "architectures": [],
+        "signed_by": keyring,
+    }
+    # First the running kernel's headers, from the distribution's archive, with the CUDA key and source.
+    assert headers == {
+        "keys": [
+            {
+                "repository": "gpufabric-cuda",
+                "url": url + "3bf863cc.pub",
+                "src": "",
+                "dest": keyring,
+                "fingerprints": [FINGERPRINT],
+                "checksum": "",
+            }
+        ],
+        "repositories": [repository],
+        "packages": [{"name": "linux-headers-6.8.0-1015-aws", "version": "", "hold": False, "repository": ""}],
+        "preferences": "",
+        "pin_priority": 1001,
+    }
+    # Then the driver at exact versions, pinned in APT preferences and held; "" extras get the driver's version.
+    assert driver_step["keys"] == [] and driver_step["repositories"] == [repository]
+    assert (driver_step["preferences"], driver_step["pin_priority"]) == ("gpufabric-nvidia-driver", 1001)
+    assert packages_of(driver_step) == {
+        **driver,
+        "nvidia-fabricmanager-570": fabricmanager,
+        "nvidia-persistenced": next(iter(driver.values())),
+    }
+    assert all(package["hold"] and package["repository"] == "gpufabric-cuda" for package in driver_step["packages"])
+    assert result["versions"] == {"linux-headers-6.8.0-1015-aws": "", **packages_of(driver_step)}
+
+
+def test_rhel_keeps_its_repository_and_names_without_apt_revisions():
+    result = nd.plan(SETTINGS, None, recorded_facts("rocky9", architecture="aarch64"))
+    assert result["errors"] == [] and result["lock"] == "dnf_versionlock"
+    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/rhel9/sbsa/"
+    (step,) = result["supply"]  # no linux-headers on RHEL (kernel-devel is not this role's yet)
+    assert packages_of(step) == {"nvidia-open": "570.133.20", "nvidia-fabric-manager": "570.133.20"}
+
+
+@pytest.mark.parametrize(
+    ("target", "open_", "driver"),
+    [
+        ("ubuntu2404", True, {"nvidia-open": "580.65.06-0ubuntu1"}),
+        ("ubuntu2204", False, {"cuda-drivers": "580.65.06-0ubuntu1"}),
+        ("debian12", True, {"nvidia-open": "580.65.06-1", "nvidia-kernel-open-dkms": "580.65.06-1"}),
+    ],
+)
+def test_branch_580_installs_nvidias_pinning_package_first(target, open_, driver):
+    """From 580 nvidia-driver-pinning-<version> locks the whole set; it goes in the first step, before the driver
+    whose >= dependencies it holds (pinning the meta packages alone lets them float)."""
+    settings = {
+        **SETTINGS,
+        "branch": "580",
+        "version": "580.65.06",
+        "kernel_modules": "open" if open_ else "proprietary",
+        "gpudirect": "none",
+    }
+    result = nd.plan(settings, None, recorded_facts(target))
+    assert result["errors"] == []
+    assert result["pinning_package"] == "nvidia-driver-pinning-580.65.06"
+    first, driver_step = result["supply"]
+    assert [package["name"] for package in first["packages"]] == [
+        "linux-headers-6.8.0-1015-aws",
+        "nvidia-driver-pinning-580.65.06",
+    ]
+    # The pinning package's name carries the version; it is held like the driver.
+    assert first["packages"][1] == {
+        "name": "nvidia-driver-pinning-580.65.06",
+        "version": "",
+        "hold": True,
+        "repository": "gpufabric-cuda",
+    }
+    assert packages_of(driver_step) == {**driver, "nvidia-fabricmanager": "580.65.06-1"}
+
+
+def test_earlier_branches_and_the_distribution_have_no_pinning_package():
+    assert nd.pinning_package("cuda_repo", "Ubuntu", "575", "575.57.08") is None
+    assert nd.pinning_package("distro", "Ubuntu", "580", "580.65.06-0ubuntu1") is None
+    assert nd.pinning_package("cuda_repo", "Rocky", "580", "580.65.06") is None
+
+
+def test_distro_source_pins_the_exact_version_as_given():
+    settings = {**SETTINGS, "source": "distro", "version": "535.261.03-1", "branch": "535", "fabric_manager": False}
+    settings["extra_packages"] = {"nvidia-persistenced": "535.171.04-1~deb12u1"}
+    result = nd.plan(settings, None, recorded_facts("debian12"))
+    assert result["errors"] == [] and result["cuda_repo_url"] == ""
+    headers, driver_step = result["supply"]
+    assert headers["keys"] == headers["repositories"] == []
+    assert packages_of(driver_step) == {
+        "nvidia-driver": "535.261.03-1",
+        "nvidia-open-kernel-dkms": "535.261.03-1",
+        "nvidia-smi": "535.261.03-1",
+        "nvidia-persistenced": "535.171.04-1~deb12u1",
+    }
+    assert {package["repository"] for package in driver_step["packages"]} == {""}
+
+
+def test_a_bake_installs_the_headers_of_the_kernels_it_builds_for():
+    bake = nd.plan({**SETTINGS, "bake": True, "bake_kernels": ["6.1.0-37-amd64"]}, None, recorded_facts("debian12"))
+    assert bake["kernel_headers"] == ["linux-headers-6.1.0-37-amd64"]  # not the build host's running kernel
+    # Without bake_kernels, bake.yml builds for the headers already in the image: nothing to install first.
+    image = nd.plan({**SETTINGS, "bake": True}, None, recorded_facts("debian12"))
+    assert image["kernel_headers"] == [] and len(image["supply"]) == 1
+    assert image["supply"][0]["keys"]  # the key goes with the first step there is
+
+
+def test_without_the_kernel_fact_the_plan_says_so():
+    """gpufabric plan without --probe knows the OS only."""
+    facts = recorded_facts("ubuntu2204")
+    del facts["kernel"]
+    result = nd.plan(SETTINGS, None, facts)
+    assert result["errors"] == [] and result["kernel_headers"] == []
+    assert "linux-headers-<uname -r>" in result["warnings"][0]
+
+
+def test_the_repository_base_url_and_key_settings():
+    facts = recorded_facts("ubuntu2204")
+    mirror = nd.plan({**SETTINGS, "cuda_repo_base": "file:///srv/mirror/compute/cuda/repos/"}, None, facts)
+    assert mirror["cuda_repo_url"] == "file:///srv/mirror/compute/cuda/repos/ubuntu2204/x86_64/"
+    assert mirror["cuda_repo_key_url"] == "file:///srv/mirror/compute/cuda/repos/ubuntu2204/x86_64/3bf863cc.pub"
+    url = nd.plan({**SETTINGS, "cuda_repo_url": "https://mirror.example/cuda/"}, None, facts)
+    assert url["supply"][0]["repositories"][0]["uris"] == ["https://mirror.example/cuda/"]
+    key_file = nd.plan({**SETTINGS, "cuda_repo_key": "/etc/gpufabric/cuda.gpg"}, None, facts)
+    (key,) = key_file["supply"][0]["keys"]
+    assert (key["src"], key["url"], key["dest"]) == (
+        "/etc/gpufabric/cuda.gpg",
+        "",
+        "/etc/apt/keyrings/gpufabric-cuda.gpg",
+    )
+    assert key_file["supply"][1]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-cuda.gpg"
+
+
+def test_a_revision_given_pins_the_driver_packages_fabric_manager_matches_upstream():
+    result = nd.plan({**SETTINGS, "version": "570.133.20-1ubuntu1"}, None, recorded_facts("ubuntu2404"))
+    assert packages_of(result["supply"][1]) == {
+        "nvidia-driver-570-open": "570.133.20-1ubuntu1",
+        "nvidia-dkms-570-open": "570.133.20-1ubuntu1",
+        "nvidia-fabricmanager-570": "570.133.20-1",
+    }
