@@ -214,6 +214,8 @@ class NvidiaDriverPlan(TypedDict):
     supply: list[PackageStep]  # what the tasks hand to repo_key and vendor_packages, in order
 
 
+# The role variable the key's pinned fingerprints come from, named in repo_key's refusals.
+FINGERPRINTS_FROM = "nvidia_driver_cuda_repo_key_fingerprints"
 # The key NVIDIA publishes as 3bf863cc.pub (the role's default nvidia_driver_cuda_repo_key_fingerprints, with its
 # source in defaults/main.yml); used when a caller of plan() leaves the setting out.
 CUDA_REPO_KEY_FINGERPRINTS = ["EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"]
@@ -394,13 +396,13 @@ def _keyring(key: str) -> str:
 def _key(key: str, settings: dict[str, Any]) -> supply_chain.RepoKey:
     fingerprints = [str(fpr) for fpr in settings.get("cuda_repo_key_fingerprints") or CUDA_REPO_KEY_FINGERPRINTS]
     if key.startswith("/"):
-        return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, src=key)
+        return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, FINGERPRINTS_FROM, src=key)
     if not re.match(r"^(https?|file)://", key):
         raise ValueError(
             f"nvidia_driver_cuda_repo_key '{key:.60}' is not a key location; accepted: an https://, http:// or "
             "file:// URL, or the absolute path of a key file on the controller"
         )
-    return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, url=key)
+    return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, FINGERPRINTS_FROM, url=key)
 
 
 def _repository(url: str, key: str, settings: dict[str, Any]) -> supply_chain.Repository:

@@ -295,6 +295,7 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
                 "src": "",
                 "dest": keyring,
                 "fingerprints": [FINGERPRINT],
+                "fingerprints_from": "nvidia_driver_cuda_repo_key_fingerprints",
                 "checksum": "",
             }
         ],
