@@ -47,9 +47,9 @@ _value:
   description:
     - The C(RdmaStackPlan) of plugins/module_utils/rdma_stack.py, keys C(flavor), C(manager), C(packages)
       (name, version, spec), C(holds), C(kernel_modules), C(repo), C(apt_pins) (APT preferences files written
-      first: DOCA's dkms pinned away on Ubuntu), C(supply) (plugins/module_utils/supply_chain.py, what repo_key
-      and vendor_packages are given), C(pending) (packages of the supply not installed at their pin, from
-      C(ansible_facts.packages)), C(warnings) and C(errors).
+      before the packages, DOCA's dkms pinned away on Ubuntu), C(supply) (plugins/module_utils/supply_chain.py,
+      what repo_key and vendor_packages are given), C(pending) (packages of the supply not installed at their pin,
+      from C(ansible_facts.packages)), C(warnings) and C(errors).
   type: dict
 """
 
