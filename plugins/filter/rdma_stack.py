@@ -8,8 +8,9 @@ version_added: "0.3.0"
 short_description: Compute what the rdma_stack role installs, holds and loads on a host
 description:
   - Takes the rdma_stack role's settings and the host's facts and returns the packages with their exact
-    version specifications for the host's package manager, the packages to hold, the kernel modules and,
-    for the C(doca) flavor, the repository coordinates.
+    version specifications for the host's package manager, the packages to hold, the kernel modules, for the
+    C(doca) flavor the repository coordinates, and everything installed as the supply chain (keys,
+    repositories, packages with their versions and repository).
   - Returns C(errors), one clear message per bad input (the role fails on them before it changes anything),
     and C(warnings).
   - The role does not read the catalog; its settings come from its own variables (site.yml maps
@@ -24,7 +25,7 @@ options:
     type: dict
   facts:
     description:
-      - The host's C(ansible_facts) (os_family, distribution, distribution_version, architecture) and, after
+      - The host's C(ansible_facts) (os_family, distribution, distribution_version, architecture, kernel) and, after
         M(ansible.builtin.package_facts), C(packages).
       - Needed by this role; left out, the filter fails naming it.
     type: dict
@@ -38,17 +39,17 @@ EXAMPLES = r"""
     rdma_stack__settings:
       flavor: inbox
       fabric: infiniband
-      inbox_packages:
-        rdma-core: 44.0-2
+      inbox_packages: {}  # the release's own table
 """
 
 RETURN = r"""
 _value:
   description:
     - The C(RdmaStackPlan) of plugins/module_utils/rdma_stack.py, keys C(flavor), C(manager), C(packages)
-      (name, version, spec), C(holds), C(kernel_modules), C(repo), C(pending) (pinned packages not installed at
-      their pin, from C(ansible_facts.packages)), C(install) (what vendor_packages is given), C(warnings) and
-      C(errors).
+      (name, version, spec), C(holds), C(kernel_modules), C(repo), C(apt_pins) (APT preferences files written
+      before the packages, DOCA's dkms pinned away on Ubuntu), C(supply) (plugins/module_utils/supply_chain.py,
+      what repo_key and vendor_packages are given), C(pending) (packages of the supply not installed at their pin,
+      from C(ansible_facts.packages)), C(warnings) and C(errors).
   type: dict
 """
 

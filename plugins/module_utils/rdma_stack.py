@@ -2,13 +2,17 @@
 """What the rdma_stack role installs, holds and loads on one host, per OS family.
 
 Pure Python so that the OS differences molecule cannot reach (RHEL's package names, dnf's
-version syntax, the DOCA repository layout per distribution and architecture) are unit-tested.
+version syntax, each release's inbox versions, the DOCA repository layout per distribution and architecture)
+are unit-tested. What the role installs is the plan's ``supply`` (plugins/module_utils/supply_chain.py).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
@@ -27,6 +31,51 @@ FABRIC_MODULES: dict[str, tuple[str, ...]] = {
     "none": (),
 }
 
+# The inbox stack of each release, package -> exact version in the release pocket (a pin to the release pocket
+# stays installable for the release's life; the -updates pocket moves). rdma-core's binaries (rdma-core,
+# ibverbs-utils, infiniband-diags) share the source's version, as do ucx's (libucx0, ucx-utils).
+INBOX_DEFAULTS: dict[str, dict[str, str]] = {
+    # Debian 12 bookworm: installed from Debian's mirror by molecule/rdma_stack (real packages).
+    "debian12": {
+        "rdma-core": "44.0-2",
+        "ibverbs-utils": "44.0-2",
+        "infiniband-diags": "44.0-2",
+        "perftest": "4.5+0.17-1",
+        "libucx0": "1.13.1-1",
+        "ucx-utils": "1.13.1-1",
+    },
+    # Debian 13 trixie: installed from Debian's mirror by molecule/rdma_stack (real packages).
+    "debian13": {
+        "rdma-core": "56.1-1",
+        "ibverbs-utils": "56.1-1",
+        "infiniband-diags": "56.1-1",
+        "perftest": "25.01.0+0.80-1",
+        "libucx0": "1.18.1+ds-2+b1",
+        "ucx-utils": "1.18.1+ds-2+b1",
+    },
+    # Ubuntu 22.04 jammy, from packages.ubuntu.com/jammy/{rdma-core,perftest,ucx-utils} (ucx-utils depends on
+    # libucx0 (= 1.12.1~rc2-1)). perftest and ucx are in universe. No jammy-updates version is listed for them.
+    "ubuntu2204": {
+        "rdma-core": "39.0-1",
+        "ibverbs-utils": "39.0-1",
+        "infiniband-diags": "39.0-1",
+        "perftest": "4.4+0.37-1",
+        "libucx0": "1.12.1~rc2-1",
+        "ucx-utils": "1.12.1~rc2-1",
+    },
+    # Ubuntu 24.04 noble, from packages.ubuntu.com/noble/{rdma-core,ucx-utils} and source/noble/perftest.
+    # noble-updates carries rdma-core 50.0-2ubuntu0.2 (seen in an install log; UNVERIFIED as the current one):
+    # pin it through rdma_stack_inbox_packages to follow the updates pocket.
+    "ubuntu2404": {
+        "rdma-core": "50.0-2build2",
+        "ibverbs-utils": "50.0-2build2",
+        "infiniband-diags": "50.0-2build2",
+        "perftest": "24.01.0+0.38-1build2",
+        "libucx0": "1.16.0+ds-5ubuntu1",
+        "ucx-utils": "1.16.0+ds-5ubuntu1",
+    },
+}
+
 # The inbox stack is named after Debian's packages; other families' names for the same thing.
 INBOX_NAMES: dict[str, dict[str, str]] = {
     "Debian": {},
@@ -38,6 +87,55 @@ KEYRING_DIRS = {"Debian": "/etc/apt/keyrings", "RedHat": "/etc/pki/rpm-gpg"}
 
 # Where NVIDIA's online DOCA repository keeps each architecture.
 DOCA_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64-sbsa", "arm64": "arm64-sbsa"}
+
+
+# Where Ubuntu keeps the RDMA kernel modules (mlx5_ib, ib_umad, ...) of its cloud kernels: not in
+# linux-modules-<release> but in linux-modules-extra-<release> (gpu-operator #2781, network-operator PR #1450).
+MODULES_EXTRA = "linux-modules-extra-{kernel}"
+# An installed kernel image, as package_facts lists it: linux-image-6.8.0-1015-gcp (or -unsigned-), never the
+# meta packages (linux-image-gcp) that name no release.
+KERNEL_IMAGE = re.compile(r"^linux-image-(?:unsigned-)?(\d[^\s]*)$")
+
+# The name of the DOCA repository: its source file and the supply chain's repository name.
+DOCA_REPOSITORY = "gpufabric-doca"
+# DOCA's Ubuntu repository ships its own dkms; the distribution's is kept (azhpc-images
+# components/install_doca.sh pins it away at priority -1). Where APT preferences live.
+DOCA_DKMS_PREFERENCES = "/etc/apt/preferences.d/gpufabric-doca-dkms.pref"
+
+
+def release_key(facts: dict[str, Any]) -> str:
+    """The release a default table is looked up by: debian12, ubuntu2204, rhel9, ..."""
+    distribution = str(facts.get("distribution", "")).lower()
+    version = str(facts.get("distribution_version", ""))
+    if distribution == "ubuntu":
+        return f"ubuntu{version.replace('.', '')}"
+    if facts.get("os_family") == "RedHat":
+        return f"rhel{version.split('.')[0]}"
+    return f"{distribution}{version.split('.')[0]}"
+
+
+def doca_dkms_pin(repo_url: str) -> str:
+    """The APT preferences Pin selecting the DOCA repository: its host (apt_preferences(5) 'origin').
+
+    A local repository (file:) has no host to tell it from the distribution's mirror, so it needs an explicit
+    rdma_stack_doca_dkms_pin; '' here.
+    """
+    host = urlsplit(repo_url).hostname
+    return f"origin {host}" if host else ""
+
+
+def modules_extra(facts: dict[str, Any], bake: bool, warnings: list[str]) -> list[str]:
+    """linux-modules-extra for the running kernel (live) or every installed kernel image (bake)."""
+    if not bake:
+        kernel = str(facts.get("kernel") or "")
+        return [MODULES_EXTRA.format(kernel=kernel)] if kernel else []
+    kernels = sorted({m.group(1) for name in facts.get("packages") or {} if (m := KERNEL_IMAGE.match(name))})
+    if not kernels:
+        warnings.append(
+            "bake mode: no installed linux-image-<release> package found, so no linux-modules-extra package is "
+            "installed; the RDMA kernel modules of Ubuntu's cloud kernels live there: install it with the kernel"
+        )
+    return [MODULES_EXTRA.format(kernel=kernel) for kernel in kernels]
 
 
 def doca_distro_dir(distribution: str, version: str, os_family: str) -> str:
@@ -109,6 +207,13 @@ class DocaRepo(TypedDict):
     keyring: str  # where the key is written on the host
 
 
+class AptPin(TypedDict):
+    """An APT preferences file the role writes before it installs (DOCA's dkms pinned away)."""
+
+    path: str
+    content: str
+
+
 class RdmaStackPlan(TypedDict):
     flavor: str
     manager: str  # apt or dnf
@@ -116,10 +221,137 @@ class RdmaStackPlan(TypedDict):
     holds: list[str]  # packages held (apt) or version-locked (dnf)
     kernel_modules: list[str]
     repo: DocaRepo | None  # the DOCA repository (doca flavor), else None
-    pending: list[str]  # pinned packages not installed at their pin (from facts' packages)
-    install: list[dict[str, Any]]  # what gpufabric.cluster.vendor_packages is given
+    apt_pins: list[AptPin]  # preferences files written before the packages (apt)
+    supply: list[supply_chain.PackageStep]  # what repo_key and vendor_packages are given (apt)
+    pending: list[str]  # packages of the supply not installed at their pin (from facts' packages)
     errors: list[str]
     warnings: list[str]
+
+
+def _inbox_wanted(settings: dict[str, Any], facts: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    """The operator's table when set (it replaces the default whole), else the release's default table."""
+    wanted = settings.get("inbox_packages") or {}
+    if wanted:
+        return dict(wanted)
+    release = release_key(facts)
+    if release in INBOX_DEFAULTS:
+        return dict(INBOX_DEFAULTS[release])
+    errors.append(
+        f"rdma_stack_inbox_packages is empty and {facts.get('distribution', '')} "
+        f"{facts.get('distribution_version', '')} ({release}) has no default table of inbox versions; accepted: "
+        f"rdma_stack_inbox_packages set to package: exact version, or a release with a default table: "
+        f"{', '.join(INBOX_DEFAULTS)}"
+    )
+    return {}
+
+
+def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, errors: list[str]) -> dict[str, Any]:
+    """The DOCA repository, its pins and holds, and on Ubuntu dkms pinned away and openmpi named."""
+    profile = settings.get("doca_profile") or ""
+    version = str(settings.get("doca_version") or "")
+    if not profile:
+        errors.append("rdma_stack_doca_profile is empty; accepted: a DOCA profile package such as doca-ofed")
+    if not version:
+        errors.append(
+            "rdma_stack_doca_version is empty; the doca flavor needs the exact version of "
+            f"{profile or 'the profile package'} (apt-cache madison {profile or 'doca-ofed'} lists them)"
+        )
+    key_src = settings.get("doca_key_src") or ""
+    key_url = settings.get("doca_key_url") or ""
+    if not key_src and not key_url:
+        errors.append("rdma_stack_doca_key_src and rdma_stack_doca_key_url are both empty; the repository needs a key")
+    if key_url and not key_url.startswith("https://") and not key_src:
+        errors.append(f"rdma_stack_doca_key_url {key_url!r} is not accepted; accepted: an https:// URL")
+    errors.extend(pin_errors("rdma_stack_doca_key_fingerprints", settings.get("doca_key_fingerprints")))
+    url = settings.get("doca_repo_url") or ""
+    if not url and os_family in OS_FAMILIES:
+        try:
+            url = doca_repo_url(
+                settings.get("doca_base_url") or "",
+                str(settings.get("doca_release") or ""),
+                facts.get("distribution", ""),
+                str(facts.get("distribution_version", "")),
+                os_family,
+                facts.get("architecture", ""),
+            )
+        except ValueError as exc:
+            errors.append(f"rdma_stack_doca_repo_url is empty and {exc}")
+    packages = [{"name": profile, "version": version, "spec": package_spec(os_family, profile, version)}]
+    extra = [name for name in settings.get("doca_hold") or [] if name != profile]
+    repo: DocaRepo = {
+        "url": url,
+        "suites": settings.get("doca_suite") or "./",
+        "components": list(settings.get("doca_components") or []),
+        "key_src": key_src,
+        "key_url": key_url,
+        "key_fingerprints": list(settings.get("doca_key_fingerprints") or []),
+        "keyring": keyring_path(key_src, key_url, KEYRING_DIRS.get(os_family, "/etc/apt/keyrings")),
+    }
+    apt_pins: list[AptPin] = []
+    unversioned = list(extra)
+    if str(facts.get("distribution", "")).lower() == "ubuntu":
+        # doca-ofed depends on DOCA's openmpi at an exact version (host-stack.md §2): named, so the supply chain
+        # shows it comes from the DOCA repository, and held with the stack; its version when the operator pins it.
+        openmpi = str(settings.get("doca_openmpi_version") or "")
+        if openmpi:
+            packages.append(
+                {"name": "openmpi", "version": openmpi, "spec": package_spec(os_family, "openmpi", openmpi)}
+            )
+        elif "openmpi" not in unversioned:
+            unversioned.append("openmpi")
+        pin = settings.get("doca_dkms_pin") or doca_dkms_pin(url)
+        if not pin:
+            errors.append(
+                f"rdma_stack_doca_dkms_pin is empty and the DOCA repository {url!r} has no host to pin DOCA's dkms "
+                "away by; accepted: an APT preferences Pin selecting the DOCA repository, e.g. 'release l=DOCA-HOST*'"
+                " (the label of DOCA's local-repo package) or 'origin linux.mellanox.com'"
+            )
+        apt_pins.append(
+            {
+                "path": DOCA_DKMS_PREFERENCES,
+                "content": (
+                    "# Managed by gpufabric (role gpufabric.cluster.rdma_stack): local edits are overwritten.\n"
+                    "# DOCA's repository ships its own dkms; the distribution's is kept.\n"
+                    f"Package: dkms\nPin: {pin}\nPin-Priority: -1\n"
+                ),
+            }
+        )
+    pinned = [package["name"] for package in packages]
+    unversioned = [name for name in unversioned if name not in pinned]
+    return {
+        "packages": packages if profile and version else [],
+        "holds": ([profile] if profile else []) + [name for name in pinned if name != profile] + unversioned,
+        "unversioned": unversioned,
+        "repo": repo,
+        "apt_pins": apt_pins,
+    }
+
+
+def _supply(
+    result: dict[str, Any], unversioned: list[str], unheld: list[str], repository: str
+) -> list[supply_chain.PackageStep]:
+    """One vendor_packages step: the DOCA key and repository (doca), the pins, the held packages they bring
+    along, and the packages installed when missing and never held (linux-modules-extra)."""
+    packages = [
+        supply_chain.package(package["name"], package["version"], repository, hold=True)
+        for package in result["packages"]
+    ]
+    packages += [supply_chain.package(name, "", repository, hold=True) for name in unversioned]
+    packages += [supply_chain.package(name, "", "", hold=False) for name in unheld]
+    repo = result["repo"]
+    if repo is None:
+        return [supply_chain.step(packages)]
+    key = supply_chain.key(
+        DOCA_REPOSITORY,
+        repo["keyring"],
+        repo["key_fingerprints"],
+        url="" if repo["key_src"] else repo["key_url"],
+        src=repo["key_src"],
+    )
+    source = supply_chain.repository(
+        DOCA_REPOSITORY, repo["url"], repo["suites"], repo["keyring"], components=repo["components"]
+    )
+    return [supply_chain.step(packages, [source], [key])]
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> RdmaStackPlan:
@@ -127,9 +359,10 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
 
     settings: the role's variables without the rdma_stack_ prefix. host_plan: unused (the role does not read
     the catalog; site.yml maps rdma_stack_fabric from it). facts: ansible_facts (os_family, distribution,
-    distribution_version, architecture, packages).
+    distribution_version, architecture, kernel, packages).
     """
     errors: list[str] = []
+    warnings: list[str] = []
     os_family = facts.get("os_family", "")
     flavor = settings.get("flavor")
     fabric = settings.get("fabric")
@@ -148,67 +381,24 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "holds": [],
         "kernel_modules": modules,
         "repo": None,
+        "apt_pins": [],
         "errors": errors,
-        "warnings": [],
+        "warnings": warnings,
     }
+    unversioned: list[str] = []
+    unheld: list[str] = []
     if flavor == "inbox":
-        wanted = settings.get("inbox_packages") or {}
-        if not wanted:
-            errors.append("rdma_stack_inbox_packages is empty; the inbox flavor needs package names with versions")
-        result["packages"] = _inbox_packages(os_family, wanted, errors)
+        result["packages"] = _inbox_packages(os_family, _inbox_wanted(settings, facts, errors), errors)
         result["holds"] = [package["name"] for package in result["packages"]]
+        # DOCA builds its own modules (DKMS); the inbox stack uses the kernel's, which Ubuntu ships apart.
+        if modules and str(facts.get("distribution", "")).lower() == "ubuntu":
+            unheld = modules_extra(facts, bool(settings.get("bake")), warnings)
     elif flavor == "doca":
-        profile = settings.get("doca_profile") or ""
-        version = str(settings.get("doca_version") or "")
-        if not profile:
-            errors.append("rdma_stack_doca_profile is empty; accepted: a DOCA profile package such as doca-ofed")
-        if not version:
-            errors.append(
-                "rdma_stack_doca_version is empty; the doca flavor needs the exact version of "
-                f"{profile or 'the profile package'} (apt-cache madison {profile or 'doca-ofed'} lists them)"
-            )
-        key_src = settings.get("doca_key_src") or ""
-        key_url = settings.get("doca_key_url") or ""
-        if not key_src and not key_url:
-            errors.append(
-                "rdma_stack_doca_key_src and rdma_stack_doca_key_url are both empty; the repository needs a key"
-            )
-        if key_url and not key_url.startswith("https://") and not key_src:
-            errors.append(f"rdma_stack_doca_key_url {key_url!r} is not accepted; accepted: an https:// URL")
-        errors.extend(pin_errors("rdma_stack_doca_key_fingerprints", settings.get("doca_key_fingerprints")))
-        url = settings.get("doca_repo_url") or ""
-        if not url and os_family in OS_FAMILIES:
-            try:
-                url = doca_repo_url(
-                    settings.get("doca_base_url") or "",
-                    str(settings.get("doca_release") or ""),
-                    facts.get("distribution", ""),
-                    str(facts.get("distribution_version", "")),
-                    os_family,
-                    facts.get("architecture", ""),
-                )
-            except ValueError as exc:
-                errors.append(f"rdma_stack_doca_repo_url is empty and {exc}")
-        if profile and version:
-            result["packages"] = [
-                {"name": profile, "version": version, "spec": package_spec(os_family, profile, version)}
-            ]
-        extra = [name for name in settings.get("doca_hold") or [] if name != profile]
-        result["holds"] = ([profile] if profile else []) + extra
-        result["repo"] = {
-            "url": url,
-            "suites": settings.get("doca_suite") or "./",
-            "components": list(settings.get("doca_components") or []),
-            "key_src": key_src,
-            "key_url": key_url,
-            "key_fingerprints": list(settings.get("doca_key_fingerprints") or []),
-            "keyring": keyring_path(key_src, key_url, KEYRING_DIRS.get(os_family, "/etc/apt/keyrings")),
-        }
-    result["pending"] = pending(result["packages"], facts.get("packages") or {})
-    # What gpufabric.cluster.vendor_packages installs: the pins, and the held packages they bring along.
-    pinned = [package["name"] for package in result["packages"]]
-    result["install"] = [
-        {"name": package["name"], "version": package["version"], "hold": package["name"] in result["holds"]}
-        for package in result["packages"]
-    ] + [{"name": name, "hold": True} for name in result["holds"] if name not in pinned]
+        doca = _doca(settings, facts, os_family, errors)
+        unversioned = doca.pop("unversioned")
+        result.update(doca)
+    result["supply"] = _supply(result, unversioned, unheld, DOCA_REPOSITORY if result["repo"] else "")
+    result["pending"] = pending(
+        [package for step in result["supply"] for package in step["packages"]], facts.get("packages") or {}
+    )
     return result
