@@ -345,6 +345,7 @@ def _supply(
         DOCA_REPOSITORY,
         repo["keyring"],
         repo["key_fingerprints"],
+        "rdma_stack_doca_key_fingerprints",
         url="" if repo["key_src"] else repo["key_url"],
         src=repo["key_src"],
     )

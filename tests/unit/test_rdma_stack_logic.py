@@ -295,6 +295,7 @@ def test_doca_on_ubuntu_supply_openmpi_and_dkms_pinned_away(target, directory):
                     "src": "",
                     "dest": "/etc/apt/keyrings/gpufabric-doca.asc",
                     "fingerprints": DOCA["doca_key_fingerprints"],
+                    "fingerprints_from": "rdma_stack_doca_key_fingerprints",
                     "checksum": "",
                 }
             ],
