@@ -2,7 +2,8 @@
 """Where each variable of a host's fabric environment goes, and the process limits each fabric needs.
 
 Pure Python (stdlib only); the nccl_env role calls plan() through the ``nccl_env_plan`` filter
-(plugins/filter/nccl_env.py) and writes each part to its file. The environment is the host plan's
+(plugins/filter/nccl_env.py: ``nccl_env__settings | nccl_env_plan(plan=gpufabric_plan, facts=ansible_facts)``)
+and writes each part to its file. The environment is the host plan's
 (gpufabric_plan.env: the catalog tier's, with what the fabric roles contribute, e.g. the plugin directory in
 LD_LIBRARY_PATH) merged with the site's nccl_env_extra: this module is the one place that splits it.
 
@@ -78,7 +79,19 @@ def limits(fabric: str) -> list[Limit]:
     ]
 
 
-def plan(env: dict[str, Any], extra: dict[str, Any], fabric: str, path_variables: list[str]) -> EnvPlan:
+def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any] | None) -> EnvPlan:
+    """The role's plan from its settings (``extra``: nccl_env_extra, ``path_variables``) and the host's plan
+    (its ``env`` and ``fabric``); nothing of the facts is needed."""
+    host = host_plan or {}
+    return split(
+        host.get("env") or {},
+        settings.get("extra") or {},
+        str(host.get("fabric") or ""),
+        list(settings.get("path_variables") or []),
+    )
+
+
+def split(env: dict[str, Any], extra: dict[str, Any], fabric: str, path_variables: list[str]) -> EnvPlan:
     """Split the host plan's environment, with the site's overrides (null drops a variable), by destination."""
     result: EnvPlan = {
         "error": "",

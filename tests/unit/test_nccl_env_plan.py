@@ -20,7 +20,7 @@ def host_plan(profile: str, tier: str = "best") -> dict:
 
 def test_efa_splits_nccl_keys_library_directories_and_libfabric_keys() -> None:
     host = host_plan("aws/p5.48xlarge")
-    planned = nccl_env.plan(host["env"], {}, host["fabric"], PATHS)
+    planned = nccl_env.split(host["env"], {}, host["fabric"], PATHS)
     assert planned["error"] == ""
     assert planned["library_dirs"] == ["/opt/amazon/ofi-nccl/lib", "/opt/amazon/efa/lib", "/opt/amazon/openmpi/lib"]
     # libfabric reads FI_PROVIDER itself (MPI_Init starts it before NCCL): the process environment, not nccl.conf.
@@ -36,7 +36,7 @@ def test_every_profile_puts_each_variable_somewhere_and_nccl_keys_only_in_nccl_c
     for name in catalog.names():
         for tier in ("best", "standard"):
             host = host_plan(name, tier)
-            planned = nccl_env.plan(host["env"], {}, host["fabric"], PATHS)
+            planned = nccl_env.split(host["env"], {}, host["fabric"], PATHS)
             assert planned["error"] == "", name
             placed = {**planned["nccl_conf"], **planned["shell_env"]}
             assert placed == host["env"], name
@@ -45,7 +45,7 @@ def test_every_profile_puts_each_variable_somewhere_and_nccl_keys_only_in_nccl_c
 
 
 def test_site_overrides_win_and_null_drops_a_variable() -> None:
-    planned = nccl_env.plan(
+    planned = nccl_env.split(
         {"NCCL_DEBUG": "WARN", "UCX_NET_DEVICES": "mlx5_0:1", "LD_LIBRARY_PATH": "/a:/b:/a"},
         {"NCCL_DEBUG": "INFO", "UCX_NET_DEVICES": None, "PATH": "/opt/bin", "NCCL_IB_QPS_PER_CONNECTION": 4},
         "infiniband",
@@ -59,7 +59,7 @@ def test_site_overrides_win_and_null_drops_a_variable() -> None:
 
 
 def test_a_relative_library_directory_is_refused_naming_it() -> None:
-    planned = nccl_env.plan({"LD_LIBRARY_PATH": "/opt/lib:lib64"}, {}, "efa", PATHS)
+    planned = nccl_env.split({"LD_LIBRARY_PATH": "/opt/lib:lib64"}, {}, "efa", PATHS)
     assert planned["error"] == (
         "LD_LIBRARY_PATH '/opt/lib:lib64' (host plan and nccl_env_extra) names lib64: "
         "the dynamic loader's configuration takes absolute directories only"
@@ -84,3 +84,10 @@ def test_every_catalog_fabric_is_decided() -> None:
     """A new fabric in the catalog must be placed on one side: RDMA limits or none."""
     fabrics = {host_plan(name)["fabric"] for name in catalog.names()}
     assert fabrics <= set(nccl_env.FABRIC_LIMITS) | {"tcpx"}, fabrics
+
+
+def test_the_role_plans_from_its_settings_and_the_host_plan() -> None:
+    """plan(): the role's settings and gpufabric_plan reach split()."""
+    host = host_plan("aws/p5.48xlarge")
+    settings = {"extra": {"NCCL_DEBUG": "INFO"}, "path_variables": PATHS}
+    assert nccl_env.plan(settings, host, {}) == nccl_env.split(host["env"], {"NCCL_DEBUG": "INFO"}, "efa", PATHS)
