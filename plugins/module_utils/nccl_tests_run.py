@@ -341,7 +341,8 @@ def launch_env(
     path_variables: list[str],
 ) -> dict[str, str]:
     """What a run forwards to every rank (``-x``): only what is this run's own, the operator's overrides
-    (nccl_tests_env_extra, e.g. NCCL_DEBUG=INFO) and NCCL_ALGO=Ring for a ring run.
+    (nccl_tests_env_extra, e.g. NCCL_DEBUG=INFO) over the standard tier's variables when the run is that
+    baseline (run() passes them in ``extra``), and NCCL_ALGO=Ring for a ring run.
 
     The fabric's environment is never forwarded: the ranks get it from the host's files the way a job does
     (nccl_env: NCCL_* from /etc/nccl.conf, the plugin's directories from the loader's cache, FI_*/UCX_* from
@@ -510,6 +511,10 @@ def run(
     launching host's facts (its environment, for a directory list the run forwards)."""
     inputs = {key: settings.get(key) for key in RUN_SETTINGS}
     inputs.update(
+        # A standard-tier run is the plain-TCP baseline (--compare standard,best), a measurement choice the host is
+        # not configured for: that tier's variables (NCCL_NET=Socket, ...) are forwarded and win over the host's
+        # /etc/nccl.conf. A best-tier run forwards none of the fabric's environment.
+        baseline_env=(host_plan.get("env") or {}) if host_plan.get("tier") == "standard" else {},
         warmup=settings.get("warmup_iters"),
         # 0 (the default) means every GPU of the profile.
         gpus_per_node=settings.get("gpus_per_node") or (host_plan.get("gpus") or {}).get("count"),
@@ -611,7 +616,7 @@ def run_plan(inputs: dict[str, Any]) -> NcclTestsRun:
                 f"for {collective}",
             }
         env = launch_env(
-            extra,
+            {**(inputs.get("baseline_env") or {}), **extra},
             run_algo,
             inputs.get("current_env") or {},
             list(inputs.get("path_variables") or []),

@@ -392,3 +392,16 @@ def test_a_nonzero_exit_fails_a_passing_verdict_and_says_why():
     assert timed_out["status"] == "fail"
     assert timed_out["reasons"][-1] == "mpirun exited 124 (the wall-clock timeout (nccl_tests_timeout) fired)"
     assert run.verdict_line({"status": "warn", "reasons": []}, None)["status"] == "warn"
+
+
+def test_a_standard_tier_run_forwards_the_baseline_which_wins_over_the_hosts_files():
+    """--compare standard,best: the TCP baseline is the run's choice, so its variables go with -x (they win over
+    /etc/nccl.conf, which holds the best tier); the operator's overrides win over them."""
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, catalog, tier="standard")
+    settings = {key: run_inputs()[key] for key in run.RUN_SETTINGS if key != "warmup_iters"}
+    settings.update(warmup_iters=5, gpus_per_node=0, env_extra={"NCCL_SOCKET_IFNAME": "eth0"})
+    install = install_plan(collectives=["all_reduce"])
+    (only,) = run.run(settings, install, ["a"], ["10.0.0.1"], host_plan, {"env": {}})["runs"]
+    assert only["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "eth0"}
+    forwarded = [only["argv"][i + 1] for i, arg in enumerate(only["argv"]) if arg == "-x"]
+    assert forwarded == ["NCCL_IB_DISABLE", "NCCL_NET", "NCCL_SOCKET_IFNAME"]
