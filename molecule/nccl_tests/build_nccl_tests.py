@@ -6,9 +6,9 @@ nccl-tests-<version>/ with a Makefile that, like the real one, takes MPI=1 MPI_H
 builds build/<collective>_perf; it refuses a build without MPI=1 and checks that MPI_HOME/include/mpi.h,
 CUDA_HOME/bin/nvcc and NCCL_HOME/include/nccl.h exist. The "binaries" are SIMULATED: shell scripts that need
 Open MPI's rank variables (so only a real mpirun starts them), record their arguments and environment per rank
-in /var/tmp/TEST-DOUBLE-nccl-tests/, and on rank 0 print a synthetic nccl-tests output (rendered with the
-v2.17.3+ format strings of ../shared/reference/nccl-tests.md section 2) for 1 node x 8 H100, all_reduce
-8 MiB to 16 GiB. NCCL_TESTS_TEST_DOUBLE_REPLAY picks the replay: pass (busbw 481 GB/s at 16 GiB, above the
+in /var/tmp/TEST-DOUBLE-nccl-tests/ (after reading nccl.conf as NCCL does), and on rank 0 print a synthetic
+nccl-tests output (rendered with the v2.17.3+ format strings of ../shared/reference/nccl-tests.md section 2)
+for 1 node x 8 H100, all_reduce 8 MiB to 16 GiB. NCCL_TESTS_TEST_DOUBLE_REPLAY picks the replay: pass (busbw 481 GB/s at 16 GiB, above the
 460 GB/s single-node threshold of baremetal/hgx-h100-ib-ndr) or wrong (the same with 12 wrong elements at
 2 GiB, exit status 7 as nccl-tests >= 2.18 does).
 
@@ -74,15 +74,27 @@ $(BUILDDIR)/TEST-DOUBLE-make.txt: | $(BUILDDIR)
 PERF = """\
 #!/bin/sh
 # TEST DOUBLE of nccl-tests' @COLLECTIVE@_perf (gpufabric molecule/nccl_tests/build_nccl_tests.py), SIMULATED:
-# no GPU, no NCCL, no MPI calls. Every rank records its arguments and environment; rank 0 prints a synthetic
-# output (NCCL_TESTS_TEST_DOUBLE_REPLAY: pass or wrong) and exits 7 when it holds data errors.
+# no GPU, no NCCL, no MPI calls. Every rank reads nccl.conf as NCCL does, records its arguments and environment;
+# rank 0 prints a synthetic output (NCCL_TESTS_TEST_DOUBLE_REPLAY: pass or wrong) and exits 7 when it holds data
+# errors.
 rank=${OMPI_COMM_WORLD_RANK:?TEST DOUBLE: start me with Open MPI mpirun}
 record=/var/tmp/TEST-DOUBLE-nccl-tests
 mkdir -p "$record"
+# SIMULATED NCCL start-up (NVIDIA/nccl src/misc/param.cc, initEnvFunc and setEnvFile): $NCCL_CONF_FILE, else
+# ~/.nccl.conf, then /etc/nccl.conf; each NAME=VALUE line is set only when the process does not have NAME.
+for conf in "${NCCL_CONF_FILE:-$HOME/.nccl.conf}" /etc/nccl.conf; do
+    [ -r "$conf" ] || continue
+    while IFS= read -r line || [ -n "$line" ]; do
+        name=${line%%=*}
+        case "$name" in ''|'#'*|*[!A-Za-z0-9_]*|"$line") continue ;; esac
+        eval "set_already=\\${$name+x}"
+        [ -n "$set_already" ] || export "$name=${line#*=}"
+    done <"$conf"
+done
 {
     echo "rank=$rank size=${OMPI_COMM_WORLD_SIZE} local_size=${OMPI_COMM_WORLD_LOCAL_SIZE} host=$(hostname)"
     echo "args=$*"
-    env | grep -E '^(NCCL_|UCX_|LD_LIBRARY_PATH=)' | sort
+    env | grep -E '^(NCCL_|UCX_|FI_|LD_LIBRARY_PATH=)' | sort
 } >"$record/@COLLECTIVE@-rank$rank"
 [ "$rank" = 0 ] || exit 0
 replay="$(dirname "$0")/replays/@COLLECTIVE@-${NCCL_TESTS_TEST_DOUBLE_REPLAY:-pass}.txt"

@@ -3,12 +3,13 @@
 
 Pure Python (stdlib only) so that what molecule cannot reach is unit-tested: the pinned release and the
 checksums published for it, the ``make`` arguments of an MPI build, the Open MPI prefix per distribution,
-message sizes, the algorithm and the largest size a catalog threshold needs, the environment handed to
-every rank, the hostfile and the ``timeout … mpirun … <collective>_perf`` argument vector. The role calls it
+message sizes, the algorithm and the largest size a catalog threshold needs, the run's own variables forwarded
+to every rank (never the fabric's environment: the ranks read it from the host's files, as a job does), the
+hostfile and the ``timeout … mpirun … <collective>_perf`` argument vector. The role calls it
 through the filters of plugins/filter/nccl_tests.py: ``nccl_tests_plan`` (plan(): the install),
 ``nccl_tests_run_plan`` (run(): the runs) and ``nccl_tests_verdict`` (verdict_line()). Nothing here reads the
-catalog: what the runs need from it (the tier's environment and bandwidth thresholds, the GPU count) is in the
-host's plan, gpufabric_plan.
+catalog: what the runs need from it (the tier's bandwidth thresholds, the GPU count) is in the host's plan,
+gpufabric_plan.
 
 Facts and their sources (see roles/nccl_tests/README.md):
 
@@ -334,23 +335,29 @@ def auto_max_bytes(thresholds: list[dict[str, Any]], collective: str, nodes: int
 
 
 def launch_env(
-    profile_env: dict[str, Any],
     extra: dict[str, Any],
     algo: str,
     current_env: dict[str, Any],
     path_variables: list[str],
 ) -> dict[str, str]:
-    """The environment every rank gets: the tier's catalog environment, site overrides (null drops a
-    variable), NCCL_ALGO=Ring for a ring run, and directory lists prepended to the launcher's own value."""
-    env: dict[str, Any] = {**(profile_env or {}), **(extra or {})}
-    env = {key: value for key, value in env.items() if value is not None}
+    """What a run forwards to every rank (``-x``): only what is this run's own, the operator's overrides
+    (nccl_tests_env_extra, e.g. NCCL_DEBUG=INFO) over the standard tier's variables when the run is that
+    baseline (run() passes them in ``extra``), and NCCL_ALGO=Ring for a ring run.
+
+    The fabric's environment is never forwarded: the ranks get it from the host's files the way a job does
+    (nccl_env: NCCL_* from /etc/nccl.conf, the plugin's directories from the loader's cache, FI_*/UCX_* from
+    the session's /etc/environment), so a host without them is measured as a job would find it. A null
+    override forwards an empty value: NCCL then leaves the variable's /etc/nccl.conf value unapplied (it never
+    replaces a variable the process has) and most of its parameters take an empty value as unset. A directory
+    list is prepended to the launcher's own value."""
+    env: dict[str, Any] = dict(extra or {})
     if algo == "ring":
         env["NCCL_ALGO"] = "Ring"
     result: dict[str, str] = {}
     for key, value in env.items():
-        text = str(value)
+        text = "" if value is None else str(value)
         current = str((current_env or {}).get(key) or "")
-        if key in (path_variables or []) and current and text not in current.split(":"):
+        if text and key in (path_variables or []) and current and text not in current.split(":"):
             text = f"{text}:{current}"
         result[key] = text
     return dict(sorted(result.items()))
@@ -382,7 +389,8 @@ def mpirun_argv(
     """`timeout --kill-after=30 <s> mpirun … -x NAME … <bin>/<collective>_perf -b … -e … -f 2 -g 1 -c 1 …`.
 
     One process per GPU (-g 1), G processes per node (ppr:G:node), validation on (-c 1) so data errors
-    show in #wrong. `-x NAME` exports the launcher's value of NAME, which the role sets to launch_env().
+    show in #wrong. `-x NAME` exports the launcher's value of NAME, which the role sets to launch_env(): the
+    run's own variables only, never the fabric's environment (the host's files give it, as to any job).
     The wall-clock timeout catches hangs that print nothing (nccl-tests.md section 4); -T (when > 0)
     makes nccl-tests abort a stuck collective itself and say so.
     """
@@ -448,7 +456,7 @@ class RunSpec(TypedDict):
     max_bytes: int
     file: str  # the output's file name (in output_dir on the host, in the results directory on the controller)
     output: str  # the output's path on the launching host
-    env: dict[str, str]  # what every rank gets (launch_env())
+    env: dict[str, str]  # what the run forwards to every rank with -x (launch_env()), over the host's files
     argv: list[str]  # timeout … mpirun … <collective>_perf …
 
 
@@ -499,14 +507,17 @@ def run(
     facts: dict[str, Any] | None = None,
 ) -> NcclTestsRun:
     """The runs from the role's run settings (RUN_SETTINGS), its install plan (plan()), the play's nodes and
-    what they are called in the hostfile, the host plan (the tier's environment and bandwidth thresholds, the
-    GPU count) and the launching host's facts (its environment)."""
+    what they are called in the hostfile, the host plan (the tier's bandwidth thresholds, the GPU count) and the
+    launching host's facts (its environment, for a directory list the run forwards)."""
     inputs = {key: settings.get(key) for key in RUN_SETTINGS}
     inputs.update(
+        # A standard-tier run is the plain-TCP baseline (--compare standard,best), a measurement choice the host is
+        # not configured for: that tier's variables (NCCL_NET=Socket, ...) are forwarded and win over the host's
+        # /etc/nccl.conf. A best-tier run forwards none of the fabric's environment.
+        baseline_env=(host_plan.get("env") or {}) if host_plan.get("tier") == "standard" else {},
         warmup=settings.get("warmup_iters"),
         # 0 (the default) means every GPU of the profile.
         gpus_per_node=settings.get("gpus_per_node") or (host_plan.get("gpus") or {}).get("count"),
-        profile_env=host_plan.get("env") or {},
         bandwidth=host_plan.get("bandwidth") or {},
         current_env=(facts or {}).get("env") or {},
         hosts=hosts,
@@ -605,8 +616,7 @@ def run_plan(inputs: dict[str, Any]) -> NcclTestsRun:
                 f"for {collective}",
             }
         env = launch_env(
-            inputs.get("profile_env") or {},
-            extra,
+            {**(inputs.get("baseline_env") or {}), **extra},
             run_algo,
             inputs.get("current_env") or {},
             list(inputs.get("path_variables") or []),

@@ -14,6 +14,8 @@ import jinja2
 import pytest
 from ansible.plugins.filter.core import quote
 
+from gpufabric.collection import module_utils
+
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "nccl_env" / "templates"
 PLAN = {"profile": "gcp/a3-megagpu-8g", "tier": "best", "fabric": "tcpxo"}
 # Values a catalog may hold (one printable line): shell metacharacters, quotes, '=' and '#' included.
@@ -34,7 +36,11 @@ AWKWARD = [
 
 
 def render(name: str, **variables: object) -> str:
-    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        keep_trailing_newline=True,
+        trim_blocks=True,  # as Ansible's template
+    )
     environment.filters["quote"] = quote
     return environment.get_template(name).render(gpufabric_plan=PLAN, **variables)
 
@@ -51,7 +57,7 @@ def nccl_reads(text: str) -> dict[str, str]:
 
 def test_nccl_conf_holds_each_value_verbatim() -> None:
     env = {f"NCCL_V{index}": value for index, value in enumerate(AWKWARD)}
-    assert nccl_reads(render("nccl.conf.j2", nccl_env__nccl=env, nccl_env_conf_path="/etc/nccl.conf")) == env
+    assert nccl_reads(render("nccl.conf.j2", nccl_env__plan={"nccl_conf": env})) == env
 
 
 @pytest.mark.parametrize("path_variables", [[], ["V0", "V2", "V10"]], ids=["plain", "path-variables"])
@@ -61,7 +67,7 @@ def test_the_login_script_sets_each_value_exactly(tmp_path: Path, path_variables
     script.write_text(
         render(
             "fabric-env.sh.j2",
-            nccl_env__shell=env,
+            nccl_env__plan={"shell_env": env},
             nccl_env_conf_path="/etc/nccl.conf",
             nccl_env_path_variables=path_variables,
         ),
@@ -77,3 +83,37 @@ def test_the_login_script_sets_each_value_exactly(tmp_path: Path, path_variables
     )
     assert done.stdout.decode("utf-8").split("\0")[:-1] == list(env.values())
     assert not (tmp_path / "pwned").exists()
+
+
+def docker_env_file_reads(text: str) -> dict[str, str]:
+    """docker/podman --env-file: '#' lines are comments, each other line is NAME=VALUE taken verbatim."""
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_the_container_env_file_holds_each_value_verbatim() -> None:
+    env = {f"V{index}": value for index, value in enumerate(AWKWARD) if not value.startswith("#")}
+    assert docker_env_file_reads(render("container.env.j2", nccl_env__plan={"container_env": env})) == env
+
+
+def test_the_loader_configuration_lists_one_directory_a_line() -> None:
+    text = render("ld.so.conf.j2", nccl_env__plan={"library_dirs": ["/usr/local/tcpxo/lib64", "/opt/x"]})
+    assert [line for line in text.splitlines() if not line.startswith("#")] == ["/usr/local/tcpxo/lib64", "/opt/x"]
+
+
+def test_the_limits_files_give_every_user_and_root_the_fabric_limits() -> None:
+    limits = module_utils("nccl_env").limits("efa")
+    variables = {"nccl_env__limits": limits, "nccl_env_systemd_limits_path": "/etc/systemd/system.conf.d/x.conf"}
+    lines = [line.split() for line in render("limits.conf.j2", **variables).splitlines() if not line.startswith("#")]
+    assert lines == [
+        [domain, kind, item, value]
+        for item, value in (("memlock", "unlimited"), ("nofile", "1048576"), ("stack", "65536"))
+        for domain in ("*", "root")
+        for kind in ("soft", "hard")
+    ]
+    dropin = [line for line in render("system-limits.conf.j2", **variables).splitlines() if not line.startswith("#")]
+    assert dropin == [
+        "[Manager]",
+        "DefaultLimitMEMLOCK=infinity",
+        "DefaultLimitNOFILE=1048576",
+        "DefaultLimitSTACK=67108864",
+    ]

@@ -60,7 +60,6 @@ def run_inputs(**changes):
         "min_bytes": "8M",
         "max_bytes": "",
         "env_extra": {},
-        "profile_env": {"NCCL_IB_HCA": "mlx5", "LD_LIBRARY_PATH": "/opt/plugin/lib"},
         "current_env": {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "HOME": "/root"},
         "path_variables": ["LD_LIBRARY_PATH", "PATH"],
         "hosts": ["node-a"],
@@ -222,25 +221,42 @@ def test_explicit_algorithm_wins_and_unknown_collectives_fall_back():
 # --- environment, hostfile, argv -----------------------------------------------------------------------------
 
 
-def test_launch_env_merges_overrides_drops_nulls_prepends_paths_and_forces_rings():
+def test_launch_env_forwards_only_the_runs_own_variables_and_forces_rings():
     env = run.launch_env(
-        {"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "WARN", "LD_LIBRARY_PATH": "/opt/plugin/lib"},
-        {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": None, "NCCL_IB_QPS_PER_CONNECTION": 4},
+        {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": None, "NCCL_IB_QPS_PER_CONNECTION": 4, "LD_LIBRARY_PATH": "/opt/dbg"},
         "ring",
         {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"},
         ["LD_LIBRARY_PATH"],
     )
+    # A null override forwards an empty value: NCCL leaves /etc/nccl.conf's value unapplied (it never replaces
+    # a variable the process has).
     assert env == {
-        "LD_LIBRARY_PATH": "/opt/plugin/lib:/usr/local/cuda/lib64",
+        "LD_LIBRARY_PATH": "/opt/dbg:/usr/local/cuda/lib64",
         "NCCL_ALGO": "Ring",
         "NCCL_DEBUG": "INFO",
+        "NCCL_IB_HCA": "",
         "NCCL_IB_QPS_PER_CONNECTION": "4",
     }
 
 
 def test_launch_env_does_not_repeat_a_directory_already_on_the_path():
-    env = run.launch_env({"PATH": "/opt/bin"}, {}, "default", {"PATH": "/opt/bin:/usr/bin"}, ["PATH"])
+    env = run.launch_env({"PATH": "/opt/bin"}, "default", {"PATH": "/opt/bin:/usr/bin"}, ["PATH"])
     assert env == {"PATH": "/opt/bin"}
+
+
+def test_a_run_forwards_none_of_the_fabrics_environment():
+    """The ranks read the fabric's environment from the host's files (nccl_env), as a job does: no -x for it."""
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)
+    assert host_plan["env"]["FI_PROVIDER"] == "efa" and "LD_LIBRARY_PATH" in host_plan["env"]
+    settings = {key: run_inputs()[key] for key in run.RUN_SETTINGS if key != "warmup_iters"}
+    settings.update(warmup_iters=5, gpus_per_node=0, nodes=2, algo="ring")
+    install = install_plan(collectives=["all_reduce"])
+    planned = run.run(settings, install, ["a", "b"], ["10.0.0.1", "10.0.0.2"], host_plan, {"env": {}})
+    (ring,) = planned["runs"]
+    assert ring["env"] == {"NCCL_ALGO": "Ring"}
+    forwarded = [ring["argv"][i + 1] for i, arg in enumerate(ring["argv"]) if arg == "-x"]
+    assert forwarded == ["NCCL_ALGO"]
+    assert not set(host_plan["env"]) & set(ring["argv"])
 
 
 def test_single_node_run_plan():
@@ -252,7 +268,7 @@ def test_single_node_run_plan():
     assert only["file"] == "all_reduce-1n.txt"
     assert only["output"] == "/var/lib/gpufabric/nccl-tests/20260101T000000Z/all_reduce-1n.txt"
     assert only["algo"] == "default"
-    assert only["env"] == {"LD_LIBRARY_PATH": "/opt/plugin/lib:/usr/local/cuda/lib64", "NCCL_IB_HCA": "mlx5"}
+    assert only["env"] == {}
     assert only["argv"] == [
         "timeout",
         "--kill-after=30",
@@ -267,10 +283,6 @@ def test_single_node_run_plan():
         "ppr:8:node",
         "--bind-to",
         "none",
-        "-x",
-        "LD_LIBRARY_PATH",
-        "-x",
-        "NCCL_IB_HCA",
         "/opt/nccl-tests/2.17.6/build/all_reduce_perf",
         "-b",
         "8388608",
@@ -318,7 +330,7 @@ def test_four_node_run_takes_the_first_nodes_uses_rings_and_nccls_timeout():
         "oob_tcp_if_include",
         "eth0",
         "-x",
-        "LD_LIBRARY_PATH",
+        "NCCL_ALGO",
     ]
     assert reduce["argv"][-6:] == ["-n", "20", "-w", "5", "-T", "600"]
     assert reduce["max_bytes"] == 1073741824
@@ -346,9 +358,7 @@ def test_the_role_plans_its_runs_from_its_settings_the_install_and_the_host_plan
     settings.update(warmup_iters=inputs["warmup"], gpus_per_node=0)
     install = install_plan(collectives=["all_reduce"])
     planned = run.run(settings, install, ["node-a"], ["10.0.0.1"], host_plan, {"env": inputs["current_env"]})
-    expected = run.run_plan(
-        {**inputs, "profile_env": host_plan["env"], "bandwidth": host_plan["bandwidth"], "bin_dir": install["bin_dir"]}
-    )
+    expected = run.run_plan({**inputs, "bandwidth": host_plan["bandwidth"], "bin_dir": install["bin_dir"]})
     assert planned == expected
     assert planned["error"] == "" and planned["gpus_per_node"] == host_plan["gpus"]["count"] == 8
     assert run.run({**settings, "gpus_per_node": 4}, install, ["node-a"], ["10.0.0.1"], host_plan)["gpus_per_node"] == 4
@@ -382,3 +392,16 @@ def test_a_nonzero_exit_fails_a_passing_verdict_and_says_why():
     assert timed_out["status"] == "fail"
     assert timed_out["reasons"][-1] == "mpirun exited 124 (the wall-clock timeout (nccl_tests_timeout) fired)"
     assert run.verdict_line({"status": "warn", "reasons": []}, None)["status"] == "warn"
+
+
+def test_a_standard_tier_run_forwards_the_baseline_which_wins_over_the_hosts_files():
+    """--compare standard,best: the TCP baseline is the run's choice, so its variables go with -x (they win over
+    /etc/nccl.conf, which holds the best tier); the operator's overrides win over them."""
+    host_plan = fabric_plan.plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, catalog, tier="standard")
+    settings = {key: run_inputs()[key] for key in run.RUN_SETTINGS if key != "warmup_iters"}
+    settings.update(warmup_iters=5, gpus_per_node=0, env_extra={"NCCL_SOCKET_IFNAME": "eth0"})
+    install = install_plan(collectives=["all_reduce"])
+    (only,) = run.run(settings, install, ["a"], ["10.0.0.1"], host_plan, {"env": {}})["runs"]
+    assert only["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "eth0"}
+    forwarded = [only["argv"][i + 1] for i, arg in enumerate(only["argv"]) if arg == "-x"]
+    assert forwarded == ["NCCL_IB_DISABLE", "NCCL_NET", "NCCL_SOCKET_IFNAME"]
