@@ -9,8 +9,8 @@ Open MPI's rank variables (so only a real mpirun starts them), record their argu
 in /var/tmp/TEST-DOUBLE-nccl-tests/ (after reading nccl.conf as NCCL does), and on rank 0 print a synthetic
 nccl-tests output (rendered with the v2.17.3+ format strings of ../shared/reference/nccl-tests.md section 2)
 for 1 node x 8 H100, all_reduce 8 MiB to 16 GiB. NCCL_TESTS_TEST_DOUBLE_REPLAY picks the replay: pass (busbw
-481 GB/s at 16 GiB, above the 460 GB/s single-node threshold of baremetal/hgx-h100-ib-ndr) or wrong (the same with 12 wrong elements at
-2 GiB, exit status 7 as nccl-tests >= 2.18 does).
+481 GB/s at 16 GiB, above the 460 GB/s single-node threshold of baremetal/hgx-h100-ib-ndr) or wrong (the same
+with 12 wrong elements at 2 GiB, exit status 7 as nccl-tests >= 2.18 does).
 
     python build_nccl_tests.py OUT VERSION
 
