@@ -242,7 +242,7 @@ def _netdev_renames(value: Any) -> str | None:
     for old, new in value.items():
         problem = _netdev(old) or _netdev(new)
         if problem:
-            return f"{old!r}: {new!r}: {problem}"
+            return problem
     if len(set(value.values())) != len(value):
         return "names one interface for two (each interface gets its own name)"
     return None

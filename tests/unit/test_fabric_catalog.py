@@ -197,6 +197,21 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "profiles.baremetal/hgx-h100-ib-ndr-sriov.sriov.vfs_per_nic",
             "must be an integer >= 1",
         ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp192s20: eth0}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "names one interface for two (each interface gets its own name)",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    nics: {management: {interface: enp0s9}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "gives no net.ifnames=0 name for enp0s9; accepted: a name for every interface nics names",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp0s19: 'eth 0'}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "'eth 0' is not accepted; accepted: an interface name",
+        ),
         ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
         ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),
         ("profiles:\n  gcp/a3-megagpu-8g: {tiers: [\n", "line 3, column 1", "not valid YAML"),
@@ -810,3 +825,53 @@ def test_a_missing_override_is_refused_on_every_load(tmp_path):
     for _attempt in range(2):
         with pytest.raises(CatalogError, match=r"missing\.yml"):
             fabric_catalog.load_catalog([tmp_path / "missing.yml"])
+
+
+# --- Interface naming: Google's images use predictable names; net.ifnames=0 images the kernel's eth names -----------
+
+
+def test_google_images_name_nics_by_pci_path(builtin):
+    mega = builtin.get("gcp/a3-megagpu-8g")
+    assert mega["nics"]["management"]["interface"] == "enp0s12"
+    assert mega["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s12"
+    for name in ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g"):
+        for tier in ("best", "standard"):
+            assert builtin.get(name)["tiers"][tier]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20", (name, tier)
+
+
+def test_net_ifnames_0_renames_every_interface_in_one_place(builtin):
+    mega = builtin.get("gcp/a3-megagpu-8g")
+    renamed = fabric_catalog.with_net_ifnames_0("gcp/a3-megagpu-8g", mega)
+    assert renamed["nics"]["gpu"]["interfaces"] == [f"eth{index}" for index in range(1, 9)]
+    assert renamed["nics"]["management"]["interface"] == "eth0"
+    env = renamed["tiers"]["best"]["env"]
+    assert (env["NCCL_FASTRAK_CTRL_DEV"], env["NCCL_SOCKET_IFNAME"]) == ("eth0", "eth0")
+    assert env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    assert env["LD_LIBRARY_PATH"] == mega["tiers"]["best"]["env"]["LD_LIBRARY_PATH"]  # no interface in it
+    assert list(env) == list(mega["tiers"]["best"]["env"])  # nccl.conf order kept
+    assert renamed["tiers"]["best"]["k8s_env"]["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] is None
+    assert "interface_naming" not in renamed
+    assert mega["nics"]["management"]["interface"] == "enp0s12"  # the catalog's profile is left as it was
+    # The renamed env still passes the guest-config checker the catalog loader and gcp_tcpxo run.
+    gcp_tcpxo = module_utils("gcp_tcpxo")
+    errors, _warnings = gcp_tcpxo.guest_config_findings(env, "gcp/a3-megagpu-8g")
+    assert errors == []
+    ultra = fabric_catalog.with_net_ifnames_0("gcp/a3-ultragpu-8g", builtin.get("gcp/a3-ultragpu-8g"))
+    assert ultra["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
+
+
+def test_whole_words_only_are_renamed():
+    profile = {
+        "interface_naming": {"net_ifnames_0": {"enp6s0": "eth1"}},
+        "nics": {"gpu": {"interfaces": ["enp6s0"]}, "management": {}},
+        "tiers": {"best": {"env": {"A": "enp6s0:8-21;enp6s01,xenp6s0,enp6s0"}}},
+    }
+    env = fabric_catalog.with_net_ifnames_0("x/y", profile)["tiers"]["best"]["env"]
+    assert env == {"A": "eth1:8-21;enp6s01,xenp6s0,eth1"}
+
+
+def test_a_profile_without_net_ifnames_0_names_says_so(builtin):
+    with pytest.raises(
+        ValueError, match=r"catalog profile gcp/a3-highgpu-8g gives no interface names for net.ifnames=0"
+    ):
+        fabric_catalog.with_net_ifnames_0("gcp/a3-highgpu-8g", builtin.get("gcp/a3-highgpu-8g"))
