@@ -344,12 +344,12 @@ def infer_profile(facts: dict[str, Any], catalog: Any, cloud: str = "baremetal")
         matches.append((len(errors), name, profile))
     if not matches:
         return None, f"no {cloud} profile matches this hardware: {_fabric_summary(facts)}"
-    errors, name, profile = min(matches, key=lambda match: (match[0], match[1]))
+    error_count, name, profile = min(matches, key=lambda match: (match[0], match[1]))
     spec = profile["nics"]["gpu"]
     reason = (
         f"inferred from hardware: {profile['gpu']['count']}x {profile['gpu']['model']} and "
         f"{spec['count']}x {spec['kind']} at {_gbit(spec['speed_gbit_s'])}"
     )
-    if errors:
-        reason += f" (closest match, with {errors} error {'finding' if errors == 1 else 'findings'})"
+    if error_count:
+        reason += f" (closest match, with {error_count} error {'finding' if error_count == 1 else 'findings'})"
     return name, reason

@@ -552,6 +552,10 @@ CHANGED_SINCE_B113656 = [
     ),
 ]
 PROSE_CHANGED_SINCE_B113656 = {
+    ("aws/p6-b200.48xlarge", "sources"),
+    ("baremetal/hgx-h100-ib-ndr", "sources"),
+    ("baremetal/hgx-h100-ib-ndr-sriov", "sources"),
+    ("nebius/gpu-b200-sxm", "sources"),
     ("azure/Standard_ND96isr_H100_v5", "sources"),
     ("azure/Standard_ND96isr_H200_v5", "sources"),
     ("gcp/a3-megagpu-8g", "description"),
