@@ -429,6 +429,26 @@ REMOVED = object()
 # settings and floor for BM.GPU.H100.8, Azure's nccl.conf keys. Every other resolved value is as at b113656.
 # (profile, dotted key path, value); REMOVED drops the key; a new key comes last, as the loader puts it.
 CHANGED_SINCE_B113656 = [
+    (
+        "gcp/a3-highgpu-8g",
+        "bandwidth.thresholds",
+        [
+            {
+                "collective": "all_reduce",
+                "min_nodes": 2,
+                "max_nodes": 2,
+                "algo": "default",
+                "min_size_bytes": 268435456,
+                "min_busbw_gbyte_s": 58,
+                "verified": True,
+                "basis": (
+                    "65-67 GB/s plateau 256 MB-2 GB, 2 nodes (SkyPilot, measured with NCCL_ALGO=Ring; the env now "
+                    "follows Google's current Ring,Tree, which may choose Tree on 2 nodes: recalibrate if so); "
+                    "below 25 GB/s means TCPX is off"
+                ),
+            }
+        ],
+    ),
     ("azure/Standard_ND96isr_H100_v5", "tiers.best.env.NCCL_IB_PCI_RELAXED_ORDERING", "1"),
     ("azure/Standard_ND96isr_H100_v5", "tiers.best.env.NCCL_IGNORE_CPU_AFFINITY", "1"),
     ("azure/Standard_ND96isr_H200_v5", "tiers.best.env.NCCL_IB_PCI_RELAXED_ORDERING", "1"),
