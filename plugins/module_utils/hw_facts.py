@@ -416,7 +416,7 @@ def rdma_device(sysfs: Sysfs, name: str) -> dict[str, Any] | None:
         "numa_node": location["numa_node"],
         "pcie_switch": location["pcie_switch"],
         "is_virtual_function": bool(address) and sysfs.exists(f"/sys/bus/pci/devices/{address}/physfn"),
-        "nvswitch_bridge": nvswitch_bridge(sysfs, address, location["pci_id"]),
+        "nvswitch_bridge": False,  # gather() reads the VPD where it can matter
         "ports": [rdma_port(sysfs, name, port) for port in ports],
     }
 
@@ -537,6 +537,11 @@ def gather(root: str = "/") -> dict[str, Any]:
     nvswitches = sorted((facts for kind, facts in nvidia if kind == "nvswitch"), key=lambda sw: sw["pci_address"])
     nics = sorted(_each(sysfs, "/sys/class/net", nic), key=lambda item: item["name"])
     rdma_devices = sorted(_each(sysfs, "/sys/class/infiniband", rdma_device), key=lambda item: item["name"])
+    if gpus and not nvswitches:
+        # Only a GPU host without PCI NVSwitches can have NVSwitch bridges; VPD reads are slow, so only there.
+        for device in rdma_devices:
+            if not device["is_virtual_function"]:
+                device["nvswitch_bridge"] = nvswitch_bridge(sysfs, device["pci_address"], device["pci_id"])
     return {
         "root": root,
         "gpus": gpus,

@@ -316,3 +316,14 @@ def test_nvlsm_needs_ib_umad_whatever_the_fabric(tmp_path):
     found = fabric_findings.findings(b200_host(tmp_path, faults=Faults(modules_missing=("ib_umad",))), b200_profile())
     assert [(f["check"], f["subject"]) for f in found] == [("module", "ib_umad")]
     assert "NVLSM reaches the NVSwitches through mlx5_10, mlx5_11, mlx5_8, mlx5_9" in found[0]["message"]
+
+
+def test_vpd_is_read_only_where_nvswitch_bridges_can_be(tmp_path):
+    """A host with PCI NVSwitches (HGX H100) has no bridges: VPD, slow to read and root-only, is left alone."""
+    root = write_tree(catalog.get(BARE_METAL_IB), tmp_path / "sim")
+    tree = simulated_hw._Tree(root)
+    tree.next_bus = 0xA0
+    _extra_connectx(tree, "mlx5_8", "InfiniBand", 100, numa=0, vpd=BRIDGE_VPD)
+    facts = hw_facts.gather(str(root))
+    assert len(facts["nvswitches"]) == 4
+    assert {dev["nvswitch_bridge"] for dev in facts["rdma_devices"]} == {False}
