@@ -26,6 +26,9 @@ REQUIRED_MODULES = {
     "efa": ("nvidia", "ib_core", "efa"),
     "none": ("nvidia",),
 }
+# What NVLSM needs on an NVLink-5 baseboard (HGX B200), whatever the fabric: fabric manager's prelaunch script finds
+# the bridges with mlx5_ib and NVLSM opens their /dev/infiniband/umad* (Fabric Manager User Guide, NVLSM section).
+NVLSM_MODULES = ("mlx5_ib", "ib_umad")
 
 
 def _finding(severity: str, check: str, subject: str, message: str) -> dict[str, str]:
@@ -46,13 +49,61 @@ def _port_link_layer(device: dict[str, Any]) -> str | None:
     return ports[0].get("link_layer") if ports else None
 
 
+def _port_rate(device: dict[str, Any]) -> float | None:
+    ports = device.get("ports") or []
+    return ports[0].get("rate_gbit_s") if ports else None
+
+
+def rail_candidates(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ConnectX RDMA devices that could be GPU-network rails: the profile's link layer, no NVSwitch bridge.
+
+    Where the profile carves VFs from its NICs (sriov), the NICs are the physical functions; the VFs are for
+    pods and VMs. (GCP passes VFs through as the GPU NICs themselves: those count.)
+    """
+    layer = "InfiniBand" if profile["nics"]["gpu"]["kind"] == "connectx_ib" else "Ethernet"
+    carved = "sriov" in profile
+    return [
+        dev
+        for dev in facts.get("rdma_devices", [])
+        if dev.get("kind") == "connectx"
+        and _port_link_layer(dev) == layer
+        and not dev.get("nvswitch_bridge")  # an NVLink-5 baseboard's NVSwitch bridge is InfiniBand too
+        and not (carved and dev.get("is_virtual_function"))
+    ]
+
+
+def choose_rails(candidates: list[dict[str, Any]], facts: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rails among ``candidates`` for a profile that does not name its RDMA devices.
+
+    Names say nothing on bare metal: a DGX-style HGX H100 has its compute HCAs at mlx5_0,3,4,5,6,9,10,11 with
+    storage and BlueField ports between them (Oracle lists exactly those for BM.GPU.H200.8 and BM.GPU.B200.8,
+    oci-hpc playbooks/roles/nccl-conf/templates). So the rails are chosen by what the hardware shows, link layer
+    (``rail_candidates``), then GPU affinity (on a GPU's PCIe switch), then rate (the profile's or more). A
+    narrowing applies only where it leaves the profile's count, so a rail that is down or trained slow stays a
+    rail, and is reported as such, rather than vanishing from the count.
+    """
+    gpu_switches = {gpu["pcie_switch"] for gpu in facts.get("gpus", []) if gpu.get("pcie_switch")}
+    narrowings = (
+        lambda dev: dev.get("pcie_switch") in gpu_switches,
+        lambda dev: (_port_rate(dev) or 0) >= spec["speed_gbit_s"],
+    )
+    selected = candidates
+    for keep in narrowings:
+        narrowed = [dev for dev in selected if keep(dev)]
+        if len(narrowed) >= spec["count"]:
+            selected = narrowed
+    return selected
+
+
 def gpu_network(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
     """The devices that make up the profile's GPU network, as found on the host.
 
     Each item: {"name", "netdev" (a nics entry or None), "rdma" (an rdma_devices entry or None)}.
-    gVNIC fabrics are netdevs; ConnectX and EFA fabrics are RDMA devices (EFA has no netdev).
+    gVNIC fabrics are netdevs; ConnectX and EFA fabrics are RDMA devices (EFA has no netdev). ConnectX rails
+    are the profile's ``rdma_devices`` in its order where it names them, else ``choose_rails``.
     """
-    kind = profile["nics"]["gpu"]["kind"]
+    spec = profile["nics"]["gpu"]
+    kind = spec["kind"]
     management = profile["nics"]["management"].get("interface")
     netdevs = {nic["name"]: nic for nic in facts.get("nics", [])}
     if kind in ("gvnic", "ethernet"):
@@ -65,20 +116,19 @@ def gpu_network(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str
     if kind == "efa":
         selected = [dev for dev in facts.get("rdma_devices", []) if dev.get("kind") == "efa"]
     else:
-        layer = "InfiniBand" if kind == "connectx_ib" else "Ethernet"
-        names = profile["nics"]["gpu"].get("rdma_devices")
-        # Where the profile carves VFs from its NICs (sriov), the NICs are the physical functions; the VFs are
-        # for pods and VMs. (GCP passes VFs through as the GPU NICs themselves: those count.)
-        carved = "sriov" in profile
-        selected = [
-            dev
-            for dev in facts.get("rdma_devices", [])
-            if dev.get("kind") == "connectx"
-            and _port_link_layer(dev) == layer
-            and (not names or dev["name"] in names)
-            and not (carved and dev.get("is_virtual_function"))
-        ]
+        candidates = rail_candidates(facts, profile)
+        names = spec.get("rdma_devices")
+        if names:
+            by_name = {dev["name"]: dev for dev in candidates}
+            selected = [by_name[name] for name in names if name in by_name]
+        else:
+            selected = choose_rails(candidates, facts, spec)
     return [{"name": dev["name"], "netdev": netdevs.get(dev.get("netdev") or ""), "rdma": dev} for dev in selected]
+
+
+def nvswitch_bridges(facts: dict[str, Any]) -> list[str]:
+    """RDMA devices that are an NVLink-5 baseboard's NVSwitch bridges (hw_facts.nvswitch_bridge)."""
+    return [dev["name"] for dev in facts.get("rdma_devices", []) if dev.get("nvswitch_bridge")]
 
 
 # ---------------------------------------------------------------------------
@@ -111,8 +161,16 @@ def _check_gpus(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str
                     f"the profile expects {want_id} ({expected['model']})",
                 )
             )
-    if expected["nvswitch"] and not facts.get("nvswitches"):
-        out.append(_finding("error", "nvswitch", "nvswitches", "no NVSwitch found; the profile has NVSwitch"))
+    # HGX A100/H100/H200 show PCI NVSwitches; NVLink-5 baseboards (HGX B200) show NVSwitch bridge functions instead.
+    if expected["nvswitch"] and not facts.get("nvswitches") and not nvswitch_bridges(facts):
+        unread = [dev["name"] for dev in facts.get("rdma_devices", []) if dev.get("nvswitch_bridge") is None]
+        message = (
+            "no NVSwitch found: neither PCI NVSwitches (HGX A100/H100/H200) nor NVSwitch bridge functions "
+            "(ConnectX-7 with VPD SMDL=SW_MNG, HGX B200); the profile has NVSwitch"
+        )
+        if unread:
+            message += f" (the VPD of {', '.join(unread)} could not be read: run fabric_facts as root)"
+        out.append(_finding("error", "nvswitch", "nvswitches", message))
     return out
 
 
@@ -174,6 +232,28 @@ def _check_link(item: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, st
     return out
 
 
+def _check_rails(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
+    """Info: which RDMA devices of the right link layer were not taken as rails, and why (bare metal)."""
+    spec = profile["nics"]["gpu"]
+    if spec["kind"] not in ("connectx_ib", "connectx_roce"):
+        return []
+    rails = {item["name"] for item in gpu_network(facts, profile)}
+    gpu_switches = {gpu["pcie_switch"] for gpu in facts.get("gpus", []) if gpu.get("pcie_switch")}
+    out = []
+    for dev in rail_candidates(facts, profile):
+        if dev["name"] in rails:
+            continue
+        if spec.get("rdma_devices"):
+            why = "not in the profile's nics.gpu.rdma_devices"
+        elif dev.get("pcie_switch") not in gpu_switches:
+            why = "no GPU on its PCIe switch"
+        else:
+            why = f"below the profile's {_gbit(spec['speed_gbit_s'])}"
+        message = f"{dev['name']} is not counted as a GPU-network rail ({why}): a storage or front-end port"
+        out.append(_finding("info", "rails", dev["name"], message))
+    return out
+
+
 def _check_affinity(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
     network = set()
     for item in gpu_network(facts, profile):
@@ -200,14 +280,18 @@ def _check_affinity(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict
 
 def _check_modules(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
     loaded = facts.get("host", {}).get("modules", {})
+    needs = {module: f"{profile['fabric']} needs it" for module in REQUIRED_MODULES[profile["fabric"]]}
+    bridges = nvswitch_bridges(facts)
+    if bridges:
+        # Fabric manager starts NVLSM on NVLink-5 baseboards; NVLSM talks to the NVSwitches through the bridges'
+        # umad devices, or CUDA fails with error 802 (siderolabs/extensions #893; spectrocloud/CanvOS #700).
+        for module in NVLSM_MODULES:
+            needs.setdefault(
+                module, f"fabric manager's NVLSM reaches the NVSwitches through {', '.join(bridges)} with it"
+            )
     return [
-        _finding(
-            "warning",
-            "module",
-            module,
-            f"kernel module {module} is not loaded ({profile['fabric']} needs it)",
-        )
-        for module in REQUIRED_MODULES[profile["fabric"]]
+        _finding("warning", "module", module, f"kernel module {module} is not loaded ({why})")
+        for module, why in needs.items()
         if not loaded.get(module)
     ]
 
@@ -215,7 +299,7 @@ def _check_modules(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[
 def findings(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, str]]:
     """Every way the host differs from its profile; an empty list means it matches."""
     out = _check_gpus(facts, profile) + _check_nics(facts, profile)
-    out += _check_affinity(facts, profile) + _check_modules(facts, profile)
+    out += _check_affinity(facts, profile) + _check_modules(facts, profile) + _check_rails(facts, profile)
     out += [
         _finding("info", "unreadable", entry["path"], f"could not read {entry['path']}: {entry['reason']}")
         for entry in facts.get("unreadable", [])
@@ -260,12 +344,12 @@ def infer_profile(facts: dict[str, Any], catalog: Any, cloud: str = "baremetal")
         matches.append((len(errors), name, profile))
     if not matches:
         return None, f"no {cloud} profile matches this hardware: {_fabric_summary(facts)}"
-    errors, name, profile = min(matches, key=lambda match: (match[0], match[1]))
+    error_count, name, profile = min(matches, key=lambda match: (match[0], match[1]))
     spec = profile["nics"]["gpu"]
     reason = (
         f"inferred from hardware: {profile['gpu']['count']}x {profile['gpu']['model']} and "
         f"{spec['count']}x {spec['kind']} at {_gbit(spec['speed_gbit_s'])}"
     )
-    if errors:
-        reason += f" (closest match, with {errors} error {'finding' if errors == 1 else 'findings'})"
+    if error_count:
+        reason += f" (closest match, with {error_count} error {'finding' if error_count == 1 else 'findings'})"
     return name, reason

@@ -30,6 +30,11 @@ RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*Gb/sec")
 NVIDIA_VERSION = re.compile(r"Kernel Module\b.*?(\d+\.\d+(?:\.\d+)*)")
 
 NVIDIA = "10de"
+MELLANOX = "15b3"
+# On NVLink-5 baseboards (HGX B100/B200/B300) the NVSwitches are no PCI devices: fabric manager and NVLSM reach them
+# through ConnectX-7 bridge functions on the baseboard, InfiniBand devices whose PCI VPD carries SMDL=SW_MNG
+# (NVIDIA Fabric Manager User Guide, as quoted in siderolabs/extensions nvidia-fabricmanager-wrapper/nvswitch.go).
+NVSWITCH_BRIDGE_VPD = b"SMDL=SW_MNG"
 GPU_CLASSES = ("0x0302", "0x0300")  # 3D controller (SXM/data centre), VGA controller
 NVSWITCH_CLASS = "0x0680"
 # Only ids whose model is certain; anything else is "unknown".
@@ -411,8 +416,24 @@ def rdma_device(sysfs: Sysfs, name: str) -> dict[str, Any] | None:
         "numa_node": location["numa_node"],
         "pcie_switch": location["pcie_switch"],
         "is_virtual_function": bool(address) and sysfs.exists(f"/sys/bus/pci/devices/{address}/physfn"),
+        "nvswitch_bridge": False,  # gather() reads the VPD where it can matter
         "ports": [rdma_port(sysfs, name, port) for port in ports],
     }
+
+
+def nvswitch_bridge(sysfs: Sysfs, address: str | None, pci_id_: str | None) -> bool | None:
+    """Whether a ConnectX function is an NVLink-5 baseboard's NVSwitch bridge (VPD SMDL=SW_MNG), not a NIC.
+
+    None where that cannot be told: a ConnectX function whose VPD is unreadable (reading it needs root; the
+    reason is in ``unreadable``). Other devices, and ConnectX functions without VPD, are no bridges.
+    """
+    if not address or not (pci_id_ or "").startswith(f"{MELLANOX}:"):
+        return False
+    recorded = len(sysfs.unreadable)
+    vpd = sysfs.raw(f"/sys/bus/pci/devices/{address}/vpd")
+    if vpd is None:
+        return None if len(sysfs.unreadable) > recorded else False
+    return NVSWITCH_BRIDGE_VPD in vpd
 
 
 # ---------------------------------------------------------------------------
@@ -516,9 +537,15 @@ def gather(root: str = "/") -> dict[str, Any]:
     nvswitches = sorted((facts for kind, facts in nvidia if kind == "nvswitch"), key=lambda sw: sw["pci_address"])
     nics = sorted(_each(sysfs, "/sys/class/net", nic), key=lambda item: item["name"])
     rdma_devices = sorted(_each(sysfs, "/sys/class/infiniband", rdma_device), key=lambda item: item["name"])
+    if gpus and not nvswitches:
+        # Only a GPU host without PCI NVSwitches can have NVSwitch bridges; VPD reads are slow, so only there.
+        for device in rdma_devices:
+            if not device["is_virtual_function"]:
+                device["nvswitch_bridge"] = nvswitch_bridge(sysfs, device["pci_address"], device["pci_id"])
     return {
         "root": root,
         "gpus": gpus,
+        # PCI NVSwitches (HGX A100/H100/H200); NVLink-5 baseboards show theirs as RDMA devices with nvswitch_bridge.
         "nvswitches": nvswitches,
         "nics": nics,
         "rdma_devices": rdma_devices,

@@ -81,7 +81,10 @@ ansible_facts:
               driver: nvidia
               pcie_switch: "0000:17:00.0"
         nvswitches:
-          description: NVSwitches, sorted by PCI address, each with C(pci_address) and C(pci_id).
+          description:
+            - PCI NVSwitches (HGX A100/H100/H200), sorted by PCI address, each with C(pci_address) and C(pci_id).
+            - NVLink-5 baseboards (HGX B100/B200/B300) have none; their NVSwitches are reached through ConnectX-7
+              bridge functions, listed in C(rdma_devices) with C(nvswitch_bridge) true.
           type: list
           elements: dict
         nics:
@@ -113,7 +116,10 @@ ansible_facts:
             - RDMA devices from C(/sys/class/infiniband), sorted by name.
             - Each has C(name), C(pci_address), C(pci_id), C(driver), C(kind) (as for C(nics)), C(netdev) (the
               RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch), C(is_virtual_function) (an
-              SR-IOV VF, such as GCP passes through or the sriov role creates) and C(ports).
+              SR-IOV VF, such as GCP passes through or the sriov role creates), C(nvswitch_bridge) (true for an
+              NVLink-5 baseboard's NVSwitch bridge function, whose PCI VPD carries C(SMDL=SW_MNG), not a NIC; null
+              when the VPD of a ConnectX function could not be read, which needs root; read only on a GPU host without PCI
+              NVSwitches, false elsewhere) and C(ports).
             - Each port has C(port), C(state) (C(ACTIVE), C(DOWN), ...), C(phys_state) (C(LinkUp), C(Disabled), ...),
               C(rate) (as the kernel prints it), C(rate_gbit_s), C(link_layer) (C(InfiniBand), C(Ethernet), or
               C(Unspecified) on EFA), C(gid_count) (GID table entries in use), C(gids) (each in-use entry's
@@ -132,6 +138,7 @@ ansible_facts:
               numa_node: 0
               pcie_switch: "0000:17:00.0"
               is_virtual_function: false
+              nvswitch_bridge: false
               ports:
                 - port: 1
                   state: ACTIVE

@@ -235,6 +235,19 @@ def _env(allow_null: bool):
     return check
 
 
+def _netdev_renames(value: Any) -> str | None:
+    """A mapping of interface name to interface name, one name each way (a rename must be reversible)."""
+    if not isinstance(value, dict) or not value:
+        return "must be a non-empty mapping of interface name: interface name"
+    for old, new in value.items():
+        problem = _netdev(old) or _netdev(new)
+        if problem:
+            return problem
+    if len(set(value.values())) != len(value):
+        return "names one interface for two (each interface gets its own name)"
+    return None
+
+
 def _thresholds(value: Any) -> str | None:
     if not isinstance(value, list) or not value:
         return "must be a non-empty list of thresholds"
@@ -295,6 +308,15 @@ PROFILE_SCHEMA: dict[str, Any] = {
             ),
         },
         True,
+    ),
+    # The profile's interface names are systemd's predictable names, as the cloud's own images have them; an image
+    # booted with net.ifnames=0 has the kernel's names instead (eth0, eth1, ...): net_ifnames_0 maps each name the
+    # profile uses to that name, so both namings come from one place (with_net_ifnames_0 applies it).
+    "interface_naming": (
+        {
+            "net_ifnames_0": (_netdev_renames, True),
+        },
+        False,
     ),
     "fabric": (_choice(FABRICS), True),
     # SR-IOV virtual functions carved from every GPU-network NIC (ConnectX physical functions only):
@@ -362,6 +384,60 @@ def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
         )
 
 
+def _check_interface_naming(profile: dict[str, Any], path: str, source: str) -> None:
+    """net_ifnames_0 renames every interface the profile names in nics, or a renamed profile would mix namings."""
+    if "interface_naming" not in profile:
+        return
+    renames = profile["interface_naming"]["net_ifnames_0"]
+    nics = profile["nics"]
+    named = [
+        *(nics["gpu"].get("interfaces") or []),
+        *([nics["management"]["interface"]] if "interface" in nics["management"] else []),
+    ]
+    missing = [name for name in named if name not in renames]
+    if missing:
+        raise CatalogError(
+            source,
+            f"{path}.interface_naming.net_ifnames_0",
+            f"gives no net.ifnames=0 name for {', '.join(missing)}; accepted: a name for every interface nics names",
+        )
+
+
+INTERFACE_TOKEN = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def with_net_ifnames_0(name: str, profile: dict[str, Any]) -> dict[str, Any]:
+    """The resolved profile as on an image booted with net.ifnames=0: every interface name renamed.
+
+    Renames nics.gpu.interfaces, nics.management.interface and every name in the tiers' env and k8s_env
+    values (whole words only: "eth1:8-21;eth2:..." lists keep their shape). Raises ValueError, naming the
+    profile, when the profile gives no net.ifnames=0 names.
+    """
+    naming = profile.get("interface_naming")
+    if not naming:
+        raise ValueError(
+            f"catalog profile {name} gives no interface names for net.ifnames=0 (no interface_naming.net_ifnames_0); "
+            "accepted: a profile that has them, or a catalog override file that adds them"
+        )
+    renames: dict[str, str] = naming["net_ifnames_0"]
+
+    def rename(value: str) -> str:
+        return INTERFACE_TOKEN.sub(lambda word: renames.get(word.group(0), word.group(0)), value)
+
+    renamed = copy.deepcopy(profile)
+    del renamed["interface_naming"]  # it described the predictable names, which are gone
+    gpu, management = renamed["nics"]["gpu"], renamed["nics"]["management"]
+    if "interfaces" in gpu:
+        gpu["interfaces"] = [renames.get(interface, interface) for interface in gpu["interfaces"]]
+    if "interface" in management:
+        management["interface"] = renames.get(management["interface"], management["interface"])
+    for tier in renamed["tiers"].values():
+        for key in ("env", "k8s_env"):
+            if key in tier:
+                tier[key] = {var: None if value is None else rename(value) for var, value in tier[key].items()}
+    return renamed
+
+
 def validate_profile(name: str, profile: Any, source: str) -> None:
     """Raise CatalogError unless ``profile`` is complete and consistent.
 
@@ -384,6 +460,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
             raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
     _check_sriov(profile, path, source)
+    _check_interface_naming(profile, path, source)
     for tier in profile["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}
         if "k8s_env" in tier:

@@ -187,7 +187,7 @@ def test_site_applies_the_plan_and_leaves_hosts_without_a_profile_alone(site, tm
     result = site()
     assert result.returncode == 0, result.stdout
     assert "NOT MANAGED stranger (unknown_profile)" in result.stdout
-    assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"
+    assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "enp0s12"
 
 
 def test_site_applies_unknown_hosts_only_when_opted_in(site):
@@ -222,7 +222,7 @@ def test_site_reads_the_hardware_first_and_a_bake_goes_on_without_it(site, tmp_p
     assert "found 0 of 8 GPUs (H100-SXM-80GB)" in result.stdout
     if bake:
         assert result.returncode == 0, result.stdout
-        assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "eth0"
+        assert read_conf(tmp_path / "nccl.conf")["NCCL_FASTRAK_CTRL_DEV"] == "enp0s12"
     else:
         assert result.returncode != 0
         assert "does not have the hardware of gcp/a3-megagpu-8g" in result.stdout

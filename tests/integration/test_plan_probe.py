@@ -43,7 +43,7 @@ def test_probe_reports_findings_per_host_and_suggests_a_profile_for_bare_metal(g
     assert plan["mega-ok"]["probe"]["findings"] == []
     bad = plan["mega-bad"]["probe"]["findings"]
     assert {f["check"] for f in bad} == {"nic_count", "link_down"}
-    assert "found 6 of 8 GPU-network NICs (gvnic); missing: eth7, eth8" in [f["message"] for f in bad]
+    assert "found 6 of 8 GPU-network NICs (gvnic); missing: enp141s0, enp142s0" in [f["message"] for f in bad]
 
     # A suggestion, not a plan: apply and drift go by the inventory, so the host stays not managed.
     unlabelled = plan["hgx-unlabelled"]

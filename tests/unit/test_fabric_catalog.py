@@ -77,8 +77,13 @@ def test_standard_tier_is_plain_tcp(builtin):
 def test_megagpu_env_carries_the_guest_config_checker_settings(builtin):
     env = builtin.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"
-    assert env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    # Google's images name the NICs by PCI path (cluster-toolkit a3-megagpu-8g/nccl-tests/run-nccl-tests.sh) ...
+    assert env["NCCL_FASTRAK_IFNAME"] == "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"
+    assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert "NCCL_ALGO" not in env
+    # ... GKE's Container-Optimized OS nodes by the kernel's eth names.
+    k8s_env = builtin.get("gcp/a3-megagpu-8g")["tiers"]["best"]["k8s_env"]
+    assert k8s_env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
 
 
 def test_find_by_cloud_and_instance_type(builtin):
@@ -121,7 +126,7 @@ profiles:
     env = catalog.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
     assert env["NCCL_DEBUG"] == "INFO"
     assert "NCCL_DEBUG_SUBSYS" not in env
-    assert env["NCCL_FASTRAK_CTRL_DEV"] == "eth0"  # untouched keys survive the merge
+    assert env["NCCL_FASTRAK_CTRL_DEV"] == "enp0s12"  # untouched keys survive the merge
     assert catalog.origins["gcp/a3-megagpu-8g"] == str(override)
     assert catalog.find("baremetal", "lab-1node") == "baremetal/lab-1node"
     assert catalog.get("baremetal/lab-1node")["tiers"]["standard"]["env"]["NCCL_SOCKET_NTHREADS"] == "4"
@@ -191,6 +196,21 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "profiles:\n  baremetal/hgx-h100-ib-ndr-sriov:\n    sriov: {vfs_per_nic: 0}\n",
             "profiles.baremetal/hgx-h100-ib-ndr-sriov.sriov.vfs_per_nic",
             "must be an integer >= 1",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp192s20: eth0}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "names one interface for two (each interface gets its own name)",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    nics: {management: {interface: enp0s9}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "gives no net.ifnames=0 name for enp0s9; accepted: a name for every interface nics names",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp0s19: 'eth 0'}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
+            "'eth 0' is not accepted; accepted: an interface name",
         ),
         ("profiles: [1, 2]\n", "profiles", "'profiles:' mapping"),
         ("profiles: {}\nextra: 1\n", "extra", "unknown top-level key"),
@@ -403,14 +423,197 @@ P5 = "profiles:\n  aws/p5.48xlarge:\n"
 SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "catalog_resolved_b113656.json"
 
 
+REMOVED = object()
+# Issue 18 scope 5, catalog values that were wrong on real images (sources next to each value in catalog/*.yml):
+# Google's images name NICs by PCI path, a3-mega's LLCM directory, Google's current TCPX release, Oracle's rails,
+# settings and floor for BM.GPU.H100.8, Azure's nccl.conf keys. Every other resolved value is as at b113656.
+# (profile, dotted key path, value); REMOVED drops the key; a new key comes last, as the loader puts it.
+CHANGED_SINCE_B113656 = [
+    (
+        "gcp/a3-highgpu-8g",
+        "bandwidth.thresholds",
+        [
+            {
+                "collective": "all_reduce",
+                "min_nodes": 2,
+                "max_nodes": 2,
+                "algo": "default",
+                "min_size_bytes": 268435456,
+                "min_busbw_gbyte_s": 58,
+                "verified": True,
+                "basis": (
+                    "65-67 GB/s plateau 256 MB-2 GB, 2 nodes (SkyPilot, measured with NCCL_ALGO=Ring; the env now "
+                    "follows Google's current Ring,Tree, which may choose Tree on 2 nodes: recalibrate if so); "
+                    "below 25 GB/s means TCPX is off"
+                ),
+            }
+        ],
+    ),
+    ("azure/Standard_ND96isr_H100_v5", "tiers.best.env.NCCL_IB_PCI_RELAXED_ORDERING", "1"),
+    ("azure/Standard_ND96isr_H100_v5", "tiers.best.env.NCCL_IGNORE_CPU_AFFINITY", "1"),
+    ("azure/Standard_ND96isr_H200_v5", "tiers.best.env.NCCL_IB_PCI_RELAXED_ORDERING", "1"),
+    ("azure/Standard_ND96isr_H200_v5", "tiers.best.env.NCCL_IGNORE_CPU_AFFINITY", "1"),
+    ("gcp/a3-highgpu-8g", "tiers.best.env.NCCL_ALGO", "Ring,Tree"),
+    ("gcp/a3-highgpu-8g", "tiers.best.env.NCCL_BUFFSIZE", "4194304"),
+    ("gcp/a3-highgpu-8g", "tiers.best.env.NCCL_MIN_NCHANNELS", REMOVED),
+    ("gcp/a3-highgpu-8g", "tiers.best.env.NCCL_MAX_NCHANNELS", REMOVED),
+    ("gcp/a3-highgpu-8g", "tiers.best.k8s_env.NCCL_BUFFSIZE", REMOVED),
+    ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_ALGO", "Ring,Tree"),
+    ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_BUFFSIZE", "4194304"),
+    ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_MIN_NCHANNELS", REMOVED),
+    ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_MAX_NCHANNELS", REMOVED),
+    ("gcp/a3-edgegpu-8g", "tiers.best.k8s_env.NCCL_BUFFSIZE", REMOVED),
+    (
+        "gcp/a3-megagpu-8g",
+        "nics.gpu.interfaces",
+        ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"],
+    ),
+    ("gcp/a3-megagpu-8g", "nics.management.interface", "enp0s12"),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_CTRL_DEV", "enp0s12"),
+    (
+        "gcp/a3-megagpu-8g",
+        "tiers.best.env.NCCL_FASTRAK_IFNAME",
+        "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0",
+    ),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s12"),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
+    ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_CTRL_DEV", "eth0"),
+    ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_IFNAME", "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"),
+    ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", "eth0"),
+    ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", None),
+    ("gcp/a3-megagpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s12"),
+    (
+        "gcp/a3-megagpu-8g",
+        "interface_naming",
+        {
+            "net_ifnames_0": {
+                "enp0s12": "eth0",
+                "enp6s0": "eth1",
+                "enp7s0": "eth2",
+                "enp13s0": "eth3",
+                "enp14s0": "eth4",
+                "enp134s0": "eth5",
+                "enp135s0": "eth6",
+                "enp141s0": "eth7",
+                "enp142s0": "eth8",
+            }
+        },
+    ),
+    ("gcp/a3-ultragpu-8g", "nics.management.interface", "enp0s19"),
+    ("gcp/a3-ultragpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
+    ("gcp/a3-ultragpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", None),
+    ("gcp/a3-ultragpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
+    ("gcp/a3-ultragpu-8g", "interface_naming", {"net_ifnames_0": {"enp0s19": "eth0", "enp192s20": "eth1"}}),
+    ("gcp/a4-highgpu-8g", "nics.management.interface", "enp0s19"),
+    ("gcp/a4-highgpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
+    ("gcp/a4-highgpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", None),
+    ("gcp/a4-highgpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
+    ("gcp/a4-highgpu-8g", "interface_naming", {"net_ifnames_0": {"enp0s19": "eth0", "enp192s20": "eth1"}}),
+    (
+        "oci/BM.GPU.H100.8",
+        "nics.gpu.rdma_devices",
+        [
+            "mlx5_0",
+            "mlx5_1",
+            "mlx5_3",
+            "mlx5_4",
+            "mlx5_5",
+            "mlx5_6",
+            "mlx5_7",
+            "mlx5_8",
+            "mlx5_9",
+            "mlx5_10",
+            "mlx5_12",
+            "mlx5_13",
+            "mlx5_14",
+            "mlx5_15",
+            "mlx5_16",
+            "mlx5_17",
+        ],
+    ),
+    (
+        "oci/BM.GPU.H100.8",
+        "tiers.best.env.NCCL_IB_HCA",
+        "=mlx5_0,mlx5_1,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7,mlx5_8,mlx5_9,mlx5_10,mlx5_12,mlx5_13,mlx5_14,mlx5_15,mlx5_16,mlx5_17",
+    ),
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_IB_SPLIT_DATA_ON_QPS", "0"),
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_IB_QPS_PER_CONNECTION", "1"),
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_IB_TIMEOUT", "22"),
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_IGNORE_CPU_AFFINITY", "1"),
+    (
+        "oci/BM.GPU.H100.8",
+        "bandwidth.thresholds",
+        [
+            {
+                "collective": "all_reduce",
+                "min_nodes": 2,
+                "max_nodes": 2,
+                "algo": "default",
+                "min_size_bytes": 8589934592,
+                "min_busbw_gbyte_s": 440,
+                "verified": True,
+                "basis": (
+                    "Oracle's multi-node health check fails BM.GPU.H100.8 below 440 GB/s 'Avg bus bandwidth' of "
+                    "all_reduce_perf -b 1G -e 16G on 2 nodes x 8 GPUs with its nccl.conf settings (oci-hpc "
+                    "playbooks/roles/healthchecks/files/multi_node_active_healthcheck.py, threshold 440); held "
+                    "here at 8 GB and up"
+                ),
+            },
+            {
+                "collective": "all_reduce",
+                "min_nodes": 2,
+                "algo": "ring",
+                "min_size_bytes": 1073741824,
+                "min_busbw_gbyte_s": 340,
+                "verified": False,
+                "basis": "derived: 0.85 x line rate (400 GB/s); UNVERIFIED, calibrate per site",
+            },
+        ],
+    ),
+]
+PROSE_CHANGED_SINCE_B113656 = {
+    ("aws/p6-b200.48xlarge", "sources"),
+    ("baremetal/hgx-h100-ib-ndr", "sources"),
+    ("baremetal/hgx-h100-ib-ndr-sriov", "sources"),
+    ("nebius/gpu-b200-sxm", "sources"),
+    ("azure/Standard_ND96isr_H100_v5", "sources"),
+    ("azure/Standard_ND96isr_H200_v5", "sources"),
+    ("gcp/a3-megagpu-8g", "description"),
+    ("gcp/a3-megagpu-8g", "sources"),
+    ("gcp/a3-ultragpu-8g", "sources"),
+    ("gcp/a4-highgpu-8g", "sources"),
+    ("oci/BM.GPU.H100.8", "description"),
+    ("oci/BM.GPU.H100.8", "sources"),
+}
+
+
+def _as_changed_since_b113656(snapshot: dict, current: dict) -> dict:
+    for profile, path, value in CHANGED_SINCE_B113656:
+        *parents, key = path.split(".")
+        node = snapshot[profile]
+        for parent in parents:
+            node = node[parent]
+        if value is REMOVED:
+            del node[key]
+        else:
+            node[key] = value
+    for profile, key in PROSE_CHANGED_SINCE_B113656:  # descriptions and source notes: prose, taken as they are now
+        snapshot[profile][key] = current[profile][key]
+    # A new section (interface_naming) sits where the schema puts it; only env order reaches a host file.
+    return {name: {key: profile[key] for key in current[name]} for name, profile in snapshot.items()}
+
+
 def test_resolved_profiles_are_those_of_b113656(builtin):
-    """The fabrics table moved what follows from the fabric out of the profiles: nothing downstream changed.
+    """The fabrics table moved what follows from the fabric out of the profiles: nothing downstream changed,
+    but for the values issue 18 corrected on purpose (CHANGED_SINCE_B113656).
 
     The snapshot was written by load_catalog at b113656, before `fabrics:` existed; key order counts too
     (nccl.conf and profile.d are written in env order).
     """
+    current = json.loads(json.dumps(builtin.profiles))
+    expected = _as_changed_since_b113656(json.loads(SNAPSHOT.read_text(encoding="utf-8")), current)
     resolved = json.dumps(builtin.profiles, indent=1, ensure_ascii=False) + "\n"
-    assert resolved == SNAPSHOT.read_text(encoding="utf-8")
+    assert resolved == json.dumps(expected, indent=1, ensure_ascii=False) + "\n"
 
 
 def test_every_builtin_profile_has_its_fabric_in_the_table(builtin):
@@ -646,3 +849,53 @@ def test_a_missing_override_is_refused_on_every_load(tmp_path):
     for _attempt in range(2):
         with pytest.raises(CatalogError, match=r"missing\.yml"):
             fabric_catalog.load_catalog([tmp_path / "missing.yml"])
+
+
+# --- Interface naming: Google's images use predictable names; net.ifnames=0 images the kernel's eth names -----------
+
+
+def test_google_images_name_nics_by_pci_path(builtin):
+    mega = builtin.get("gcp/a3-megagpu-8g")
+    assert mega["nics"]["management"]["interface"] == "enp0s12"
+    assert mega["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s12"
+    for name in ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g"):
+        for tier in ("best", "standard"):
+            assert builtin.get(name)["tiers"][tier]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20", (name, tier)
+
+
+def test_net_ifnames_0_renames_every_interface_in_one_place(builtin):
+    mega = builtin.get("gcp/a3-megagpu-8g")
+    renamed = fabric_catalog.with_net_ifnames_0("gcp/a3-megagpu-8g", mega)
+    assert renamed["nics"]["gpu"]["interfaces"] == [f"eth{index}" for index in range(1, 9)]
+    assert renamed["nics"]["management"]["interface"] == "eth0"
+    env = renamed["tiers"]["best"]["env"]
+    assert (env["NCCL_FASTRAK_CTRL_DEV"], env["NCCL_SOCKET_IFNAME"]) == ("eth0", "eth0")
+    assert env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    assert env["LD_LIBRARY_PATH"] == mega["tiers"]["best"]["env"]["LD_LIBRARY_PATH"]  # no interface in it
+    assert list(env) == list(mega["tiers"]["best"]["env"])  # nccl.conf order kept
+    assert renamed["tiers"]["best"]["k8s_env"]["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] is None
+    assert "interface_naming" not in renamed
+    assert mega["nics"]["management"]["interface"] == "enp0s12"  # the catalog's profile is left as it was
+    # The renamed env still passes the guest-config checker the catalog loader and gcp_tcpxo run.
+    gcp_tcpxo = module_utils("gcp_tcpxo")
+    errors, _warnings = gcp_tcpxo.guest_config_findings(env, "gcp/a3-megagpu-8g")
+    assert errors == []
+    ultra = fabric_catalog.with_net_ifnames_0("gcp/a3-ultragpu-8g", builtin.get("gcp/a3-ultragpu-8g"))
+    assert ultra["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
+
+
+def test_whole_words_only_are_renamed():
+    profile = {
+        "interface_naming": {"net_ifnames_0": {"enp6s0": "eth1"}},
+        "nics": {"gpu": {"interfaces": ["enp6s0"]}, "management": {}},
+        "tiers": {"best": {"env": {"A": "enp6s0:8-21;enp6s01,xenp6s0,enp6s0"}}},
+    }
+    env = fabric_catalog.with_net_ifnames_0("x/y", profile)["tiers"]["best"]["env"]
+    assert env == {"A": "eth1:8-21;enp6s01,xenp6s0,eth1"}
+
+
+def test_a_profile_without_net_ifnames_0_names_says_so(builtin):
+    with pytest.raises(
+        ValueError, match=r"catalog profile gcp/a3-highgpu-8g gives no interface names for net.ifnames=0"
+    ):
+        fabric_catalog.with_net_ifnames_0("gcp/a3-highgpu-8g", builtin.get("gcp/a3-highgpu-8g"))

@@ -58,6 +58,10 @@ SETTINGS = {
 }
 
 
+# a3-megagpu-8g's GPU NICs as Google's images name them (catalog/gcp.yml).
+MEGA_GPU_NICS = ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"]
+
+
 def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
     """What the fabric_plan lookup returns for tier best (the fields the role reads)."""
     profile = catalog.load_catalog().get(name)
@@ -74,7 +78,7 @@ def test_the_catalog_profile_plans_without_errors():
     plan = tcpxo.plan(SETTINGS, catalog_plan(), DEBIAN12)
     assert plan["errors"] == []
     assert plan["warnings"] == []
-    assert plan["interfaces"] == [f"eth{index}" for index in range(1, 9)]
+    assert plan["interfaces"] == MEGA_GPU_NICS
     assert plan["firewall_interfaces"] == plan["interfaces"]
     assert plan["lib_dir"] == "/usr/local/tcpxo/lib64"
     assert plan["plugin_lib64"] == "/var/lib/tcpxo/lib64"
@@ -221,9 +225,9 @@ def test_plugin_directory_must_be_on_the_library_path():
 
 def test_nic_names_must_agree_with_the_env():
     plan = catalog_plan()
-    plan["nics"]["gpu"]["interfaces"] = ["enp6s0", "enp7s0", "enp13s0", "enp14s0"] + [f"eth{i}" for i in range(5, 9)]
+    plan["nics"]["gpu"]["interfaces"] = [f"eth{i}" for i in range(1, 5)] + MEGA_GPU_NICS[4:]
     errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
-    assert len(errors) == 1 and "NCCL_FASTRAK_IFNAME=eth1,eth2" in errors[0] and "enp6s0" in errors[0]
+    assert len(errors) == 1 and "NCCL_FASTRAK_IFNAME=enp6s0,enp7s0" in errors[0] and "eth1" in errors[0]
     plan = catalog_plan()
     plan["nics"]["gpu"]["interfaces"] = ["eth1"]
     errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
@@ -272,8 +276,9 @@ def test_unknown_release_pairs_only_warn():
 
 
 def test_extra_firewall_interfaces_are_added_once():
-    result = tcpxo.plan({**SETTINGS, "firewall_extra_interfaces": ["eth0", "eth1"]}, catalog_plan(), DEBIAN12)
-    assert result["firewall_interfaces"] == [f"eth{index}" for index in range(1, 9)] + ["eth0"]
+    extra = {**SETTINGS, "firewall_extra_interfaces": ["enp0s12", "enp6s0"]}
+    result = tcpxo.plan(extra, catalog_plan(), DEBIAN12)
+    assert result["firewall_interfaces"] == [*MEGA_GPU_NICS, "enp0s12"]
 
 
 def test_nic_findings_name_each_missing_down_or_small_nic():

@@ -24,6 +24,10 @@ CATALOG = fabric_catalog.load_catalog()
 OCI = "oci/BM.GPU.H100.8"
 
 
+# BM.GPU.H100.8's rails as Oracle lists them (catalog/oci.yml).
+OCI_RAILS = [f"mlx5_{index}" for index in (0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16, 17)]
+
+
 def catalog_plan(profile: str) -> dict:
     return fabric_plan.plan_host({"gpufabric_profile": profile}, CATALOG, tier="best", tier_source="test")
 
@@ -79,7 +83,8 @@ def test_role_defaults_on_oci_follow_the_catalog():
     assert plan["priority_basis"] == "NCCL_IB_TC 41 = DSCP 10, mapped to priority 1 by the default DSCP >> 3 mapping"
     assert (plan["traffic_class"], plan["default_tos"], plan["roce_version"]) == (41, 41, "RoCE v2")
     assert (plan["trust"], plan["pfc"], plan["ecn"], plan["dscp2prio"]) == ("dscp", [], [], [])
-    assert (plan["include"], plan["exclude"], plan["exclude_netdevs"]) == (["mlx5*"], [], ["eth0"])
+    # Oracle's 16 rails by name: the prefix mlx5 would also take the front-end ports mlx5_2 and mlx5_11.
+    assert (plan["include"], plan["exclude"], plan["exclude_netdevs"]) == (OCI_RAILS, [], ["eth0"])
     assert plan["expect_devices"] == 16
     assert plan["needs_qos_tool"] is True
     assert plan["warnings"] == []
@@ -242,7 +247,11 @@ def test_device_patterns_prefer_the_explicit_list_then_the_catalog_names():
     assert roce.device_patterns(["mlx5_3"], plan) == (["mlx5_3"], [], "roce_devices")
     named = dict(plan, nics={"gpu": {"rdma_devices": ["mlx5_0", "mlx5_1"]}})
     assert roce.device_patterns([], named) == (["mlx5_0", "mlx5_1"], [], "the catalog's nics.gpu.rdma_devices")
-    assert roce.device_patterns([], plan) == (["mlx5*"], [], "the catalog's NCCL_IB_HCA")
+    assert roce.device_patterns([], plan) == (OCI_RAILS, [], "the catalog's nics.gpu.rdma_devices")
+    unnamed = dict(plan, nics={"gpu": {}})
+    assert roce.device_patterns([], unnamed) == (OCI_RAILS, [], "the catalog's NCCL_IB_HCA")  # '=' names exactly
+    prefix = dict(unnamed, env={**plan["env"], "NCCL_IB_HCA": "mlx5"})
+    assert roce.device_patterns([], prefix) == (["mlx5*"], [], "the catalog's NCCL_IB_HCA")
     assert run(settings(devices=["mlx5_0", "mlx5_1"]))["expect_devices"] == 2
     assert run(settings(devices=["mlx5_*"]))["expect_devices"] == 16
 
@@ -253,7 +262,7 @@ def test_select_devices_on_the_simulated_oci_host(oci_facts):
     assert all(device["netdev"] for device in devices)
     exact = roce.select_devices(oci_facts, ["mlx5_0", "mlx5_1"], [], [])
     assert [device["name"] for device in exact] == ["mlx5_0", "mlx5_1"]
-    assert len(roce.select_devices(oci_facts, ["*"], ["mlx5_1*"], [])) == 16 - 7  # mlx5_1, mlx5_10 .. mlx5_15
+    assert len(roce.select_devices(oci_facts, ["*"], ["mlx5_1*"], [])) == 16 - 8  # mlx5_1, mlx5_10, mlx5_12 .. mlx5_17
     netdev = exact[0]["netdev"]
     assert [d["name"] for d in roce.select_devices(oci_facts, ["mlx5_0"], [], [netdev])] == []
 
