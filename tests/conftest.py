@@ -74,3 +74,16 @@ def sriov_tree(tmp_path: Path) -> Iterator[Path]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def nccl_env_paths(root: Path) -> dict[str, object]:
+    """Every file variable of the nccl_env role, under root: a role run on this machine writes none of its files."""
+    return {
+        "nccl_env_conf_path": str(root / "nccl.conf"),
+        "nccl_env_script_path": str(root / "env.sh"),
+        "nccl_env_ld_conf_path": str(root / "ld-gpufabric-nccl.conf"),
+        "nccl_env_environment_path": str(root / "environment"),
+        "nccl_env_container_env_paths": [str(root / "nccl.env"), str(root / "enroot-nccl.env")],
+        "nccl_env_limits_path": str(root / "limits-gpufabric-fabric.conf"),
+        "nccl_env_systemd_limits_path": str(root / "system.conf.d" / "90-gpufabric-limits.conf"),
+    }

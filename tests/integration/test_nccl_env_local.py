@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.collection import plugin_utils
+from tests.conftest import nccl_env_paths
 
 BIN = Path(sys.executable).parent
 catalog = plugin_utils("fabric_catalog").load_catalog()
@@ -40,6 +41,7 @@ def playbook(tmp_path: Path, ansible_env, body: str, *args: str, inventory: str 
 
 
 def role_play(tmp_path: Path, profile: str, tier: str = "best", extra: str = "{}") -> str:
+    paths = "\n".join(f"      {name}: {json.dumps(value)}" for name, value in nccl_env_paths(tmp_path).items())
     return f"""
 - name: Apply nccl_env
   hosts: all
@@ -50,9 +52,8 @@ def role_play(tmp_path: Path, profile: str, tier: str = "best", extra: str = "{}
   roles:
     - role: gpufabric.cluster.nccl_env
       nccl_env_extra: {extra}
-      nccl_env_conf_path: {tmp_path}/nccl.conf
-      nccl_env_script_path: {tmp_path}/fabric-env.sh
       nccl_env_backup: false
+{paths}
 """
 
 
@@ -84,21 +85,23 @@ def test_role_writes_profile_env_idempotently_and_removes_stale_keys(tmp_path, a
 
     check = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"), "--check", "--diff")
     assert recap(check)["failed"] == 0
-    assert recap(check)["changed"] == 2
+    # nccl.conf, the loader's file, the container files and their directories, the login script, the limits for
+    # sessions, the systemd drop-in and its directory.
+    assert recap(check)["changed"] == 8
     assert read_conf(tmp_path / "nccl.conf") == {"NCCL_STALE_FROM_LAST_PROFILE": "1"}, "check mode wrote"
     assert "+NCCL_NET=gIB" in check.stdout, "diff shows the new content"
 
     first = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"))
-    assert recap(first)["changed"] == 2
+    assert recap(first)["changed"] == 8
     second = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"))
     assert recap(second)["changed"] == 0
 
     conf = read_conf(tmp_path / "nccl.conf")
     assert conf == {key: value for key, value in expected.items() if key.startswith("NCCL_")}
     assert (tmp_path / "nccl.conf").stat().st_mode & 0o777 == 0o644
-    env = sourced_env(tmp_path / "fabric-env.sh")
+    env = sourced_env(tmp_path / "env.sh")
     assert env["LD_LIBRARY_PATH"] == f"{expected['LD_LIBRARY_PATH']}:/opt/site/lib", "prepended once"
-    assert "export NCCL_" not in (tmp_path / "fabric-env.sh").read_text()
+    assert "export NCCL_" not in (tmp_path / "env.sh").read_text()
 
 
 def test_profile_change_and_site_overrides(tmp_path, ansible_env):
@@ -110,7 +113,7 @@ def test_profile_change_and_site_overrides(tmp_path, ansible_env):
     assert conf["NCCL_DEBUG"] == "INFO"
     assert "NCCL_IB_HCA" not in conf
     assert "NCCL_NET" not in conf, "gIB keys of the previous profile are gone"
-    env = sourced_env(tmp_path / "fabric-env.sh")
+    env = sourced_env(tmp_path / "env.sh")
     assert env["UCX_TLS"] == "rc,cuda_copy"
     assert env["UCX_NET_DEVICES"] == catalog.get("nebius/gpu-h100-sxm")["tiers"]["best"]["env"]["UCX_NET_DEVICES"]
     assert env["LD_LIBRARY_PATH"] == "/opt/site/lib"
@@ -159,11 +162,7 @@ def site(repo, tmp_path, ansible_env):
     def run(*extra: str):
         inventory = tmp_path / "site-hosts"
         inventory.write_text(SITE_INVENTORY.format(python=sys.executable), encoding="utf-8")
-        variables = {
-            "nccl_env_conf_path": f"{tmp_path}/nccl.conf",
-            "nccl_env_script_path": f"{tmp_path}/env.sh",
-            "gpufabric_catalog_files": [str(override)],
-        }
+        variables = {**nccl_env_paths(tmp_path), "gpufabric_catalog_files": [str(override)]}
         return subprocess.run(
             [
                 str(BIN / "ansible-playbook"),

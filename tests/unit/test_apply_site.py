@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gpufabric import apply, runs
+from tests.conftest import nccl_env_paths
 
 CATALOG = {"profiles": {"gcp/a3-megagpu-8g": {"tiers": {"best": {"roles": ["nccl_env"]}}}}}
 
@@ -31,8 +32,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).mkdir()
         return {
             "gpufabric_profile": "gcp/a3-megagpu-8g",
-            "nccl_env_conf_path": str(tmp_path / name / "nccl.conf"),
-            "nccl_env_script_path": str(tmp_path / name / "env.sh"),
+            **nccl_env_paths(tmp_path / name),
             **variables,
         }
 
