@@ -110,8 +110,8 @@ def release_key(facts: dict[str, Any]) -> str:
     if distribution == "ubuntu":
         return f"ubuntu{version.replace('.', '')}"
     if facts.get("os_family") == "RedHat":
-        return f"rhel{version.split('.')[0]}"
-    return f"{distribution}{version.split('.')[0]}"
+        return f"rhel{version.split('.', maxsplit=1)[0]}"
+    return f"{distribution}{version.split('.', maxsplit=1)[0]}"
 
 
 def doca_dkms_pin(repo_url: str) -> str:

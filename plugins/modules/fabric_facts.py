@@ -118,8 +118,8 @@ ansible_facts:
               RoCE or IPoIB interface; null for EFA), C(numa_node), C(pcie_switch), C(is_virtual_function) (an
               SR-IOV VF, such as GCP passes through or the sriov role creates), C(nvswitch_bridge) (true for an
               NVLink-5 baseboard's NVSwitch bridge function, whose PCI VPD carries C(SMDL=SW_MNG), not a NIC; null
-              when the VPD of a ConnectX function could not be read, which needs root; read only on a GPU host without PCI
-              NVSwitches, false elsewhere) and C(ports).
+              when the VPD of a ConnectX function could not be read, which needs root; read only on a GPU host
+              without PCI NVSwitches, false elsewhere) and C(ports).
             - Each port has C(port), C(state) (C(ACTIVE), C(DOWN), ...), C(phys_state) (C(LinkUp), C(Disabled), ...),
               C(rate) (as the kernel prints it), C(rate_gbit_s), C(link_layer) (C(InfiniBand), C(Ethernet), or
               C(Unspecified) on EFA), C(gid_count) (GID table entries in use), C(gids) (each in-use entry's
