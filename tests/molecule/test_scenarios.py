@@ -26,7 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("GPUFABRIC_TEST_RESULTS", REPO / "test-results"))
 # Longest first, so the parallel run does not end waiting on one slow scenario started last
 # (times from the clean-clone CI run in docs/testing.md); the others follow by name.
-SLOWEST = ["nvidia_driver", "sriov", "gcp_tcpxo", "gcp_gpudirect_rdma", "gcp_tcpx", "aws_efa", "nvidia_driver_cuda"]
+SLOWEST = [
+    "nvidia_driver", "gcp_tcpxo", "sriov", "gcp_tcpx", "nccl_env", "gcp_gpudirect_rdma", "aws_efa",
+    "nvidia_driver_cuda", "nccl_tests", "rdma_stack_doca",
+]  # fmt: skip
 FOUND = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SCENARIOS = [name for name in SLOWEST if name in FOUND] + [name for name in FOUND if name not in SLOWEST]
 TAIL_LINES = 150
