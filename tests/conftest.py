@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,12 @@ def nccl_env_paths(root: Path) -> dict[str, object]:
         "nccl_env_limits_path": str(root / "limits-gpufabric-fabric.conf"),
         "nccl_env_systemd_limits_path": str(root / "system.conf.d" / "90-gpufabric-limits.conf"),
     }
+
+
+def recorded_facts(target: str, **more: object) -> dict[str, Any]:
+    """ansible_facts as ansible-core gathered them over the target's real release files
+    (tests/fixtures/os_release/<target>/facts.json), on x86_64, with ``more`` on top (kernel, packages, ...)."""
+    recording = REPO / "tests" / "fixtures" / "os_release" / target / "facts.json"
+    gathered = json.loads(recording.read_text(encoding="utf-8"))
+    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items() if key.startswith("ansible_")}
+    return {"architecture": "x86_64", **facts, **more}

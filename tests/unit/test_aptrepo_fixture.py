@@ -63,19 +63,21 @@ def test_other_key_does_not_verify(tmp_path):
     assert result.returncode != 0
 
 
+def run_cli(out: Path, spec: Path) -> subprocess.CompletedProcess[str]:
+    """tests/fixtures/aptrepo.py as the molecule create playbooks run it."""
+    script = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "aptrepo.py"
+    return subprocess.run(
+        [sys.executable, str(script), str(out), "--spec", str(spec)], capture_output=True, text=True, check=False
+    )
+
+
 def test_cli(tmp_path):
     spec = tmp_path / "spec.yml"
     spec.write_text(
         "suite: stable\nsign_with: other\npackages:\n  - name: mlnx-ofed-kernel-utils\n    version: 2.10.0-1\n",
         encoding="utf-8",
     )
-    script = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "aptrepo.py"
-    result = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out"), "--spec", str(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_cli(tmp_path / "out", spec)
     assert result.returncode == 0, result.stderr
     repo = json.loads(result.stdout)
     assert Path(repo["key_file"]).is_file()
@@ -111,13 +113,7 @@ def test_one_spec_builds_several_repositories_with_one_key(tmp_path):
         " packages: [{name: linux-headers-6.8.0-1-generic, version: 6.8.0-1.1}]}\n",
         encoding="utf-8",
     )
-    script = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "aptrepo.py"
-    result = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "out"), "--spec", str(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_cli(tmp_path / "out", spec)
     assert result.returncode == 0, result.stderr
     flat, archive = json.loads(result.stdout)
     assert flat["fingerprint"] == archive["fingerprint"] and flat["suite"] == "/"

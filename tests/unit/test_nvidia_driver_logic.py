@@ -6,13 +6,13 @@ input the role refuses before changing anything."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from functools import partial
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import _import_plugins, module_utils
+from tests import conftest
 
 nd = module_utils("nvidia_driver")
 nd_filter = _import_plugins("filter", "nvidia_driver_plan")
@@ -112,9 +112,6 @@ def test_cuda_repo_url(distribution, version, arch, expected):
     assert nd.cuda_repo_url(distribution, version, arch) == f"{nd.CUDA_REPO_BASE}/{expected}"
 
 
-OS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "os_release"
-
-
 @pytest.mark.parametrize(
     ("target", "tag"),
     [
@@ -128,10 +125,8 @@ OS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "os_release"
 )
 def test_the_cuda_repository_follows_the_facts_ansible_gathers(target, tag):
     """The facts ansible-core gathered from each OS's real release files (Ubuntu's major version is "22")."""
-    gathered = json.loads((OS_RELEASE / target / "facts.json").read_text(encoding="utf-8"))
-    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items()}
     settings = {key: value for key, value in BASE.items() if key not in FACT_KEYS}
-    result = nd.plan(settings, None, {**facts, "architecture": "x86_64"})
+    result = nd.plan(settings, None, conftest.recorded_facts(target))
     assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/{tag}/x86_64/", result["errors"]
 
 
@@ -231,10 +226,8 @@ SETTINGS = {
 }
 
 
-def recorded_facts(target: str, kernel: str = "6.8.0-1015-aws", architecture: str = "x86_64") -> dict:
-    gathered = json.loads((OS_RELEASE / target / "facts.json").read_text(encoding="utf-8"))
-    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items()}
-    return {**facts, "architecture": architecture, "kernel": kernel}
+# The recorded facts of each OS, with a running kernel (tests/conftest.py).
+recorded_facts = partial(conftest.recorded_facts, kernel="6.8.0-1015-aws")
 
 
 def packages_of(step: dict) -> dict[str, str]:

@@ -4,13 +4,13 @@ Ubuntu's linux-modules-extra, DOCA URLs and its Ubuntu specifics, the supply it 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from functools import partial
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import _import_plugins, module_utils
+from tests import conftest
 
 rdma = module_utils("rdma_stack")
 rdma_filter = _import_plugins("filter", "rdma_stack")
@@ -170,14 +170,8 @@ def test_pending_compares_installed_versions():
     assert plan["pending"] == ["ibverbs-utils", "libucx0", "ucx-utils"]
 
 
-OS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "os_release"
-
-
-def recorded_facts(target: str, **more: object) -> dict:
-    """The facts ansible-core gathered from the OS's real release files (tests/fixtures/os_release)."""
-    gathered = json.loads((OS_RELEASE / target / "facts.json").read_text(encoding="utf-8"))
-    facts = {key.removeprefix("ansible_"): value for key, value in gathered.items() if key.startswith("ansible_")}
-    return {"architecture": "x86_64", "kernel": "6.8.0-1015-gcp", **facts, **more}
+# The recorded facts of each OS, with a running kernel (tests/conftest.py).
+recorded_facts = partial(conftest.recorded_facts, kernel="6.8.0-1015-gcp")
 
 
 @pytest.mark.parametrize(
