@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,18 @@ def host_vars(inventory: str) -> dict[str, dict[str, Any]]:
     for name in hosts(data):
         hostvars.setdefault(name, {})
     return hostvars
+
+
+def as_play_sees(value: Any, text: Callable[[str], Any] = str) -> Any:
+    """Host vars as a play sees them. ansible-inventory --list prints an unsafe value (`!unsafe`, every value an
+    inventory plugin sets) as {"__ansible_unsafe": text}: that is its text, never a template; every other string
+    goes through ``text`` (supply.py marks them templates, as a play's inventory strings are)."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {key: as_play_sees(item, text) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_play_sees(item, text) for item in value]
+    if isinstance(value, str):
+        return text(value)
+    return value

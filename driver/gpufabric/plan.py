@@ -17,7 +17,7 @@ from gpufabric import probe as hardware_probe
 from gpufabric import supply
 from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
-from gpufabric.inventory import host_vars
+from gpufabric.inventory import as_play_sees, host_vars
 
 
 def fleet_plan(
@@ -42,7 +42,7 @@ def fleet_plan(
     roles_present = planner.available_roles()
     hosts: dict[str, Any] = {}
     raw_vars = host_vars(inventory)
-    inventory_vars = {name: _plain(variables) for name, variables in raw_vars.items()}
+    inventory_vars = {name: as_play_sees(variables) for name, variables in raw_vars.items()}
     for name, variables in sorted(inventory_vars.items()):
         try:
             hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
@@ -68,18 +68,6 @@ def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: d
             os_from = f"the probe did not read the host ({answer.get('error')}); {os_from}"
         return supply.unknown_os(os_from)
     return supply.host_supply(host, raw_vars, facts, os_name, os_from)
-
-
-def _plain(value: Any) -> Any:
-    """Host vars as Ansible sees them: ansible-inventory --list prints an unsafe value (`!unsafe`, every value
-    an inventory plugin sets) as {"__ansible_unsafe": text}; the plan reads the text, as a playbook would."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
 
 
 def render(plan: dict[str, Any], console: Console) -> None:

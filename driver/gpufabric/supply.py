@@ -20,6 +20,7 @@ from ansible.template import Templar, trust_as_template
 
 from gpufabric import os_targets
 from gpufabric.collection import collection_root, filter_plugin
+from gpufabric.inventory import as_play_sees
 
 SITE_PLAYBOOK = "playbooks/site.yml"
 ROLES_TASK = "Run the plan's roles in order"
@@ -116,7 +117,7 @@ def _role_variables(
     play_vars, include_role_vars = _site_variables()
     variables: dict[str, Any] = {}
     variables.update(_load(role_dir / "defaults" / "main.yml") or {})
-    variables.update({name: _inventory_value(value) for name, value in hostvars.items()})
+    variables.update({name: as_play_sees(value, trust_as_template) for name, value in hostvars.items()})
     variables.update(play_vars)
     variables.update(_load(role_dir / "vars" / "main.yml") or {})
     for name in (
@@ -140,19 +141,6 @@ def _role_variables(
     return variables
 
 
-def _inventory_value(value: Any) -> Any:
-    """An inventory value as a play sees it: strings are templates, except values marked unsafe."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return str(value["__ansible_unsafe"])
-        return {key: _inventory_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_inventory_value(item) for item in value]
-    if isinstance(value, str):
-        return trust_as_template(value)
-    return value
-
-
 def unknown_os(note: str) -> dict[str, Any]:
     """The supply section of a host whose OS is not known: nothing is computed, the note says why."""
     return {"os": None, "os_from": None, "roles": {}, "errors": [], "note": note}
@@ -173,4 +161,5 @@ def host_facts(hostvars: dict[str, Any], probed: dict[str, Any] | None) -> tuple
     declared = hostvars.get("gpufabric_os")
     if declared is None:
         return None, "", "set host variable gpufabric_os, or run with --probe"
-    return os_targets.facts_for(_inventory_value(declared), "host variable gpufabric_os"), str(declared), "gpufabric_os"
+    name = as_play_sees(declared)  # an inventory plugin's value is marked unsafe: its text is the name
+    return os_targets.facts_for(name, "host variable gpufabric_os"), str(name), "gpufabric_os"
