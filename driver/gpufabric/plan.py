@@ -60,7 +60,7 @@ def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: d
     """The host's supply chain for the OS its probe read (when it answered) or its gpufabric_os names."""
     probed = answer["facts"] if answer and answer.get("facts") else None
     try:
-        facts, os_name, os_from = supply.host_facts(raw_vars, probed)
+        facts, os_name, os_from = supply.host_facts(raw_vars, probed, host.get("image"))
     except UserError as exc:
         raise UserError(f"host {name}: {exc}") from None
     if facts is None:
@@ -93,6 +93,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
         if host["env"]:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
+    _render_images(plan, console)
     _render_sriov(plan, console)
     _render_supply(plan, console)
     for (profile, tier), env in sorted(shared_env.items()):
@@ -104,6 +105,24 @@ def render(plan: dict[str, Any], console: Console) -> None:
             console.print(f"[yellow]warning[/yellow]: {escape(name)}: {escape(warning)}", highlight=False)
     if probed:
         _render_findings(plan, console)
+
+
+def _render_images(plan: dict[str, Any], console: Console) -> None:
+    """Per catalog image the hosts boot (gpufabric_image): the hosts, and which host-stack roles adopt its stack."""
+    hosts_by_image: dict[str, list[str]] = {}
+    images: dict[str, dict[str, Any]] = {}
+    for name, host in plan["hosts"].items():
+        if host.get("image"):
+            images[host["image"]["name"]] = host["image"]
+            hosts_by_image.setdefault(host["image"]["name"], []).append(name)
+    for image_name, names in sorted(hosts_by_image.items()):
+        image = images[image_name]
+        console.print(
+            f"image {image_name} ({image['os']}) on {', '.join(names)}: "
+            f"roles that adopt its stack: {', '.join(image['adopt']) or 'none'}",
+            markup=False,
+            highlight=False,
+        )
 
 
 def sriov_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -179,10 +198,24 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
         if repositories.row_count:
             console.print(repositories)
         console.print(packages if packages.row_count else f"{escape(title)}: no packages")
+        for role, adoption in chain.get("adopt", {}).items():
+            console.print(f"  {role}: {adoption_line(adoption)}", markup=False, highlight=False)
         for error in chain["errors"]:
             console.print(f"  [red]cannot plan[/red]: {escape(error)}", highlight=False)
         if chain["note"]:
             console.print(f"  {chain['note']}", markup=False, highlight=False)
+
+
+def adoption_line(adoption: dict[str, Any]) -> str:
+    """What a role in adopt mode found on the host's image and what it does about it, in one line."""
+    if not adoption["known"]:
+        return "adopts what the image ships; its packages are read on the host (run with --probe to see them)"
+    found = ", ".join(f"{name} {version}" for name, version in adoption["found"].items())
+    missing = ", ".join(adoption["missing"])
+    if not found:
+        return f"adopts, but the image ships none of it: installs {missing or 'nothing'}"
+    lacking = f"; installs what the image lacks: {missing}" if missing else "; installs nothing"
+    return f"adopts the image's {found} (held at these versions){lacking}"
 
 
 def _signer(keys: dict[str, Any], repository: dict[str, Any]) -> str:

@@ -29,7 +29,9 @@ ROLES_TASK = "Run the plan's roles in order"
 def host_supply(
     host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any], os_name: str, os_from: str
 ) -> dict[str, Any]:
-    """{"os", "os_from", "roles": {role: [PackageStep]}, "errors": [...], "note"} for one host.
+    """{"os", "os_from", "roles": {role: [PackageStep]}, "adopt": {role: Adoption}, "errors": [...], "note"} for
+    one host. A role in adopt mode (plugins/module_utils/adopt.py) lists what it found on the image and what it
+    installs because the image lacks it; without --probe the image's packages are not known here.
 
     ``hostvars`` are the inventory's variables of the host as ansible-inventory lists them (an unsafe value,
     {"__ansible_unsafe": text}, stays untrusted: never templated, as in a play).
@@ -59,6 +61,9 @@ def host_supply(
             continue
         if "supply" not in role_plan:
             continue
+        adoption = role_plan.get("adopt") or {}
+        if adoption.get("mode") == "adopt":
+            result["adopt"][role] = adoption
         # A role that refuses its inputs installs nothing: its refusal is shown, not a guess at its packages.
         result["errors"] += [f"{role}: {error}" for error in role_plan.get("errors", [])]
         if role_plan["supply"] and not role_plan.get("errors"):
@@ -117,7 +122,8 @@ def _role_variables(
     play_vars, include_role_vars = _site_variables()
     variables: dict[str, Any] = {}
     variables.update(_load(role_dir / "defaults" / "main.yml") or {})
-    variables.update({name: as_play_sees(value, trust_as_template) for name, value in hostvars.items()})
+    inventory = {name: as_play_sees(value, trust_as_template) for name, value in hostvars.items()}
+    variables.update(inventory)
     variables.update(play_vars)
     variables.update(_load(role_dir / "vars" / "main.yml") or {})
     for name in (
@@ -135,6 +141,8 @@ def _role_variables(
             "gpufabric_plan": host_plan,
             "ansible_facts": facts,
             "inventory_hostname": str(hostvars.get("inventory_hostname", "")),
+            # site.yml reads a host's own inventory value through hostvars where its role var would shadow it.
+            "hostvars": {str(hostvars.get("inventory_hostname", "")): inventory},
             "role_path": str(role_dir),
         }
     )
@@ -143,23 +151,32 @@ def _role_variables(
 
 def unknown_os(note: str) -> dict[str, Any]:
     """The supply section of a host whose OS is not known: nothing is computed, the note says why."""
-    return {"os": None, "os_from": None, "roles": {}, "errors": [], "note": note}
+    return {"os": None, "os_from": None, "roles": {}, "adopt": {}, "errors": [], "note": note}
 
 
-def host_facts(hostvars: dict[str, Any], probed: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
-    """(facts, os name, where it came from) for one host: a probe's os-release and kernel win over the host
-    variable gpufabric_os; (None, "", reason) when neither says."""
+def host_facts(
+    hostvars: dict[str, Any], probed: dict[str, Any] | None, image: dict[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, str, str]:
+    """(facts, os name, where it came from) for one host: a probe's os-release, kernel and installed stack packages
+    win over the host variable gpufabric_os, which wins over the OS of the catalog image the host boots; (None, "",
+    reason) when none says."""
     if probed is not None:
         host = probed.get("host") or {}
         name = os_targets.target_of(host.get("os") or {})
         if name is None:
             return None, "", f"probe: os-release {host.get('os')} is not one of {', '.join(os_targets.OS_TARGETS)}"
-        facts = os_targets.facts_for(name, "probe")
+        facts: dict[str, Any] = dict(os_targets.facts_for(name, "probe"))
         if host.get("kernel"):
             facts["kernel"] = host["kernel"]
+        if host.get("packages") is not None:
+            # The shape ansible.builtin.package_facts gives the roles: name -> [{"version": ...}].
+            facts["packages"] = {package: [{"version": version}] for package, version in host["packages"].items()}
         return facts, name, "probe"
     declared = hostvars.get("gpufabric_os")
     if declared is None:
-        return None, "", "set host variable gpufabric_os, or run with --probe"
+        if image is not None:
+            where = f"image {image['name']}"
+            return os_targets.facts_for(image["os"], where), image["os"], where
+        return None, "", "set host variable gpufabric_os or gpufabric_image, or run with --probe"
     name = as_play_sees(declared)  # an inventory plugin's value is marked unsafe: its text is the name
     return os_targets.facts_for(name, "host variable gpufabric_os"), str(name), "gpufabric_os"

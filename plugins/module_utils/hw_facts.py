@@ -488,6 +488,55 @@ def nvidia_driver_version(sysfs: Sysfs) -> str | None:
     return sysfs.text("/sys/module/nvidia/version", required=False) or None
 
 
+# The package database of Debian and Ubuntu; RPM's is binary (rpmdb.sqlite) and not read here.
+DPKG_STATUS = "/var/lib/dpkg/status"
+# The GPU and network stack's packages, by name prefix: what an image ships that gpufabric's host-stack roles adopt
+# or install (driver and fabric manager, CUDA, NCCL, RDMA, DOCA/MLNX, UCX, MPI, EFA, libfabric, kernel headers).
+STACK_PACKAGE_PREFIXES = (
+    "nvidia-",
+    "libnvidia-",
+    "cuda-",
+    "libnccl",
+    "rdma-core",
+    "ibverbs-",
+    "libibverbs",
+    "librdmacm",
+    "infiniband-diags",
+    "perftest",
+    "mlnx-",
+    "doca-",
+    "ucx",
+    "libucx",
+    "openmpi",
+    "libopenmpi",
+    "efa",
+    "libfabric",
+    "aws-ofi-nccl",
+    "linux-headers-",
+    "linux-modules-extra-",
+)
+
+
+def stack_packages(sysfs: Sysfs) -> dict[str, str] | None:
+    """{package: version} of the installed stack packages (STACK_PACKAGE_PREFIXES) from dpkg's database; None on a
+    host without one (an RPM host, or a simulated tree without var/lib/dpkg/status)."""
+    text = sysfs.text(DPKG_STATUS, required=False)
+    if text is None:
+        return None
+    packages: dict[str, str] = {}
+    for stanza in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and not line[:1].isspace():
+                fields[key] = value.strip()
+        name, status, version = fields.get("Package", ""), fields.get("Status", "").split(), fields.get("Version")
+        # "install ok installed", or "hold ok installed" when held: the third word is the package's state.
+        if version and status[2:3] == ["installed"] and name.startswith(STACK_PACKAGE_PREFIXES):
+            packages[name] = version
+    return dict(sorted(packages.items()))
+
+
 def host(sysfs: Sysfs) -> dict[str, Any]:
     return {
         "kernel": sysfs.text("/proc/sys/kernel/osrelease") or None,
@@ -496,6 +545,7 @@ def host(sysfs: Sysfs) -> dict[str, Any]:
         "modules": loaded_modules(sysfs),
         "nvidia_driver_version": nvidia_driver_version(sysfs),
         "mlx5_core_version": sysfs.text("/sys/module/mlx5_core/version", required=False) or None,
+        "packages": stack_packages(sysfs),
     }
 
 

@@ -167,7 +167,9 @@ ansible_facts:
             - C(kernel) (release), C(os) (C(id), C(version_id), C(pretty_name) from os-release; empty when absent),
               C(secure_boot) (true, false, or null without EFI), C(modules) (whether each of C(nvidia),
               C(nvidia_peermem), C(nvidia_uvm), C(ib_core), C(mlx5_core), C(mlx5_ib), C(ib_umad), C(efa) and
-              C(gve) is loaded), C(nvidia_driver_version) and C(mlx5_core_version) (null when not reported).
+              C(gve) is loaded), C(nvidia_driver_version) and C(mlx5_core_version) (null when not reported),
+              C(packages) (the installed GPU and network stack packages and their versions, from dpkg's database
+              below O(root); null without one, as on RPM hosts).
           type: dict
         unreadable:
           description:

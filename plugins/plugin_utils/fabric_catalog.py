@@ -8,10 +8,12 @@ can import it: the driver through the collection on disk, Ansible through
 It runs only on the controller (plugin_utils: Ansible never ships it to hosts), where
 PyYAML comes with ansible-core; it is imported only where a catalog file is read.
 
-A catalog file holds ``profiles:`` (one per instance type) and ``fabrics:`` (what follows from the
+A catalog file holds ``profiles:`` (one per instance type), ``fabrics:`` (what follows from the
 fabric: the roles in order, the standard tier, the env the fabric's NCCL plugin requires or forbids,
-the vendor's guest-config constraints). A profile inherits its fabric's tiers and overrides them; the
-loader records where each resolved value came from (``Catalog.provenance``).
+the vendor's guest-config constraints) and ``images:`` (a cloud's own GPU image, or a site's golden
+image: its OS, and which host-stack roles adopt the stack it ships instead of installing their own).
+A profile inherits its fabric's tiers and overrides them; the loader records where each resolved value
+came from (``Catalog.provenance``).
 
 Validation is hand-written rather than JSON Schema so that every error names
 the file, the key path and what is accepted, in one sentence an operator reads.
@@ -60,6 +62,12 @@ KNOWN_ROLES = (
     "nccl_env",
     "nccl_tests",
 )
+
+# The host-stack roles that can adopt what an image ships (their <role>_mode: install or adopt); an image's
+# `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
+ADOPTING_ROLES = ("nvidia_driver",)
+# The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
+OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "debian-13", "rhel-9")
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
@@ -468,6 +476,29 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 
 
 # ---------------------------------------------------------------------------
+# Images: a cloud's own GPU image (or a site's golden image) and what its stack means for the roles
+# ---------------------------------------------------------------------------
+
+IMAGE_SCHEMA: dict[str, Any] = {
+    "description": (_str, True),
+    # How the cloud names it (image family, marketplace URN, AMI name pattern): for the reader, not matched.
+    "reference": (_str, True),
+    "os": (_choice(OS_NAMES), True),
+    "adopt": (_list_of(_choice(ADOPTING_ROLES)), True),
+    "sources": (_list_of(_str), False),
+}
+
+
+def validate_image(name: str, image: Any, source: str) -> None:
+    """Raise CatalogError unless ``image`` names its OS and the roles that adopt its stack."""
+    path = f"images.{name}"
+    _check_text(image, path, source)
+    _check_mapping(image, IMAGE_SCHEMA, path, source)
+    if len(set(image["adopt"])) != len(image["adopt"]):
+        raise CatalogError(source, f"{path}.adopt", f"names a role twice: {image['adopt']}")
+
+
+# ---------------------------------------------------------------------------
 # Fabrics: what follows from the fabric, and what its NCCL plugin accepts
 # ---------------------------------------------------------------------------
 
@@ -619,7 +650,7 @@ def _shown(value: Any) -> str:
     return value if plain else _repr(value)
 
 
-SECTIONS = ("profiles", "fabrics")
+SECTIONS = ("profiles", "fabrics", "images")
 
 
 def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
@@ -631,7 +662,9 @@ def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
         raise CatalogError(exc.source, exc.where, exc.reason) from None
     if not isinstance(data, dict) or not any(isinstance(data.get(section), dict) for section in SECTIONS):
         raise CatalogError(
-            source, "profiles", "the file must be a mapping with a 'profiles:' mapping, a 'fabrics:' mapping or both"
+            source,
+            "profiles",
+            "the file must be a mapping with a 'profiles:' mapping, a 'fabrics:' mapping or an 'images:' mapping",
         )
     unknown = sorted(_shown(key) for key in data if key not in SECTIONS)
     if unknown:
@@ -646,6 +679,14 @@ def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
                 f"profiles.{_shown(name)}",
                 "is not a profile name; accepted: '<cloud>/<instance-type>', a lowercase cloud, '/', then 1-64 "
                 "letters, digits, '.', '_' or '-'",
+            )
+    for name in data.get("images", {}):
+        if not isinstance(name, str) or not PROFILE_NAME.match(name):
+            raise CatalogError(
+                source,
+                f"images.{_shown(name)}",
+                "is not an image name; accepted: '<cloud>/<image>', a lowercase cloud, '/', then 1-64 letters, "
+                "digits, '.', '_' or '-'",
             )
     for name in data.get("fabrics", {}):
         if name not in FABRICS:
@@ -741,10 +782,12 @@ class Catalog:
         origins: dict[str, str],
         fabrics: dict[str, dict[str, Any]] | None = None,
         provenance: dict[str, dict[str, Origin]] | None = None,
+        images: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.profiles = profiles
         self.origins = origins
         self.fabrics = fabrics or {}
+        self.images = images or {}
         # Per profile: dotted key path of each value (a list is one value) -> (kind, file, fabric).
         self.provenance = provenance or {}
         self._by_instance = {(p["cloud"], p["instance_type"]): name for name, p in profiles.items()}
@@ -769,6 +812,9 @@ class _Loader:
         self.fabrics_from: dict[str, Any] = {}
         self.fabric_origins: dict[str, str] = {}
         self.raw: list[tuple[str, dict[str, Any], str]] = []  # (name, profile, file) as the files give them
+        # Images by name: a later file's entry replaces an earlier one whole (an image is one decision, not a tree).
+        self.images: dict[str, dict[str, Any]] = {}
+        self.image_origins: dict[str, str] = {}
 
     def read(self, path: Path, builtin: bool) -> None:
         source = str(path)
@@ -788,6 +834,11 @@ class _Loader:
             self.fabric_origins[name] = source
         for name, profile in sections["profiles"].items():
             self.raw.append((name, profile, source))
+        for name, image in sections["images"].items():
+            if builtin and name in self.images:
+                raise CatalogError(source, f"images.{name}", f"already defined in {self.image_origins[name]}")
+            validate_image(name, image, source)
+            self.images[name], self.image_origins[name] = copy.deepcopy(image), source
 
     def _source(self, flat: dict[str, Origin], key: str, fallback: str) -> str:
         """The file that gave the value at ``key``; for a mapping (an env as a whole, where a variable may be
@@ -839,7 +890,7 @@ class _Loader:
                     raise CatalogError(flat[where][1], exc.key, exc.reason) from None
                 raise
             self._check_fabric(name, profile, flat, owners, origins[name])
-        return Catalog(profiles, origins, self.fabrics, provenance)
+        return Catalog(profiles, origins, self.fabrics, provenance, self.images)
 
     def _check_fabric(
         self, name: str, profile: dict[str, Any], flat: dict[str, Origin], owners: dict[str, str], fallback: str

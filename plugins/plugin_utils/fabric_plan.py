@@ -43,6 +43,7 @@ TEXT_VARS = {
     "gpufabric_cloud": f"one of {', '.join(CLOUDS)}",
     "gpufabric_instance_type": "the cloud's name of the instance type, such as p5.48xlarge",
     "gpufabric_tier": f"one of {', '.join(TIERS)}",
+    "gpufabric_image": "a catalog image name such as gcp/ubuntu-accelerator-2204-amd64-with-nvidia-570",
 }
 _KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
 
@@ -77,6 +78,19 @@ def resolve_profile(hostvars: dict[str, Any], catalog: Catalog) -> tuple[str | N
             return name, "host vars gpufabric_cloud and gpufabric_instance_type"
         return None, f"no catalog profile for {cloud} instance type {instance_type!r}"
     return None, "host has neither gpufabric_profile nor gpufabric_cloud with gpufabric_instance_type"
+
+
+def host_image(hostvars: dict[str, Any], catalog: Catalog) -> dict[str, Any] | None:
+    """The catalog image the host var gpufabric_image names (None when unset): its OS and the roles that adopt its
+    stack. A name not in the catalog is refused: on a cloud image, a typo must not turn adopting into replacing."""
+    name = hostvars.get("gpufabric_image")
+    if not name:
+        return None
+    image = catalog.images.get(name)
+    if image is None:
+        accepted = ", ".join(sorted(catalog.images)) or "none (the catalog has no images)"
+        raise PlanError(f"host var gpufabric_image {name!r} is not a catalog image; accepted: {accepted}")
+    return {"name": name, "reference": image["reference"], "os": image["os"], "adopt": list(image["adopt"])}
 
 
 def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +168,7 @@ def plan_host(
     present = available_roles() if roles_present is None else roles_present
     name, reason = resolve_profile(hostvars, catalog)
     not_managed = unmanaged(hostvars, name, reason)
+    image = host_image(hostvars, catalog)
     if name is None:
         return {
             "profile": UNKNOWN,
@@ -167,6 +182,7 @@ def plan_host(
             "sriov": None,
             "hardware": {},
             "bandwidth": {},
+            "image": image,
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -195,6 +211,8 @@ def plan_host(
         "hardware": {key: copy.deepcopy(profile[key]) for key in HARDWARE if key in profile},
         # What nccl_tests judges a run by: the profile's bandwidth with this tier's thresholds only.
         "bandwidth": tier_bandwidth(profile, tier),
+        # The image the host boots (gpufabric_image): the host-stack roles it names adopt its stack.
+        "image": image,
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,

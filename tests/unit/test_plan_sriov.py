@@ -87,7 +87,7 @@ def _host(sriov):
         "sriov": sriov,
         "warnings": [],
         "resolved_by": "host var gpufabric_profile",
-        "supply": unknown_os("set host variable gpufabric_os, or run with --probe"),
+        "supply": unknown_os("set host variable gpufabric_os or gpufabric_image, or run with --probe"),
     }
 
 

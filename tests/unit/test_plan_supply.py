@@ -91,13 +91,18 @@ def test_plan_json_shows_each_hosts_repositories_and_packages(gpufabric, tmp_pat
     assert packages["podman"]["repository"] == ""  # the distribution's own
     # A role whose required variables are missing says so instead of guessing.
     assert "nvidia_driver: 'nvidia_driver_branch' is undefined" in chain["errors"]
-    assert hosts["a3m-2"]["supply"] == supply.unknown_os("set host variable gpufabric_os, or run with --probe")
+    assert hosts["a3m-2"]["supply"] == supply.unknown_os(
+        "set host variable gpufabric_os or gpufabric_image, or run with --probe"
+    )
 
     table = gpufabric("plan", "-i", str(inventory))
     assert table.returncode == 0, table.stderr
     assert "supply chain of a3m-1 (ubuntu-22.04, from gpufabric_os): repositories" in table.stdout
     assert "dmabuf-import-helper" in table.stdout and "gpufabric-gcp-tcpxo" in table.stdout
-    assert "supply chain of a3m-2: not computed (set host variable gpufabric_os, or run with --probe)" in table.stdout
+    assert (
+        "supply chain of a3m-2: not computed (set host variable gpufabric_os or gpufabric_image, or run with --probe)"
+        in table.stdout
+    )
 
 
 def test_an_unknown_os_is_refused_naming_host_value_and_accepted(gpufabric, tmp_path):

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The catalog's images: a cloud's own GPU image (or a site's golden image), its OS, and the host-stack roles that
+adopt the stack it ships. A host names its image with gpufabric_image; the plan carries it, the probe reads the
+image's installed stack packages, and `gpufabric plan` shows both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufabric import os_targets, supply
+from gpufabric.collection import module_utils, plugin_utils
+from gpufabric.plan import adoption_line
+
+fabric_catalog = plugin_utils("fabric_catalog")
+fabric_plan = plugin_utils("fabric_plan")
+hw_facts = module_utils("hw_facts")
+GCP_2204 = "gcp/ubuntu-accelerator-2204-amd64-with-nvidia-570"
+IMAGE = {
+    "description": "a golden image",
+    "reference": "projects/site/global/images/family/golden",
+    "os": "ubuntu-22.04",
+    "adopt": ["nvidia_driver"],
+}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return fabric_catalog.load_catalog()
+
+
+def test_the_builtin_images_name_a_known_os_and_roles_that_adopt(catalog):
+    assert GCP_2204 in catalog.images
+    for name, image in catalog.images.items():
+        assert image["os"] in os_targets.OS_TARGETS, name
+        assert set(image["adopt"]) <= set(fabric_catalog.ADOPTING_ROLES), name
+        assert image["sources"], f"{name}: every image says where its facts come from"
+
+
+def test_the_catalog_knows_the_os_names_gpufabric_os_accepts():
+    assert tuple(os_targets.OS_TARGETS) == fabric_catalog.OS_NAMES
+
+
+def site_file(tmp_path: Path, images: dict) -> Path:
+    import yaml
+
+    path = tmp_path / "site.yml"
+    path.write_text(yaml.safe_dump({"images": images}))
+    return path
+
+
+def test_a_site_file_adds_its_golden_image_and_replaces_a_builtin_one_whole(tmp_path):
+    replaced = {**IMAGE, "os": "ubuntu-22.04", "adopt": []}
+    catalog = fabric_catalog.load_catalog([site_file(tmp_path, {"site/golden": IMAGE, GCP_2204: replaced})])
+    assert catalog.images["site/golden"] == IMAGE
+    assert catalog.images[GCP_2204] == replaced
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "where", "says"),
+    [
+        ("site/golden", {"os": "ubuntu-20.04"}, "images.site/golden.os", "accepted: ubuntu-22.04"),
+        ("site/golden", {"adopt": ["rdma_stack"]}, "images.site/golden.adopt", "accepted: nvidia_driver"),
+        (
+            "site/golden",
+            {"adopt": ["nvidia_driver", "nvidia_driver"]},
+            "images.site/golden.adopt",
+            "names a role twice",
+        ),
+        ("site/golden", {"kernel": "6.8"}, "images.site/golden.kernel", "unknown key; accepted: description"),
+        ("site/golden", {"os": None}, "images.site/golden.os", ""),
+        ("Golden Image", {}, "images.Golden Image", "is not an image name; accepted: '<cloud>/<image>'"),
+    ],
+)
+def test_a_bad_image_is_refused_naming_file_key_and_what_is_accepted(tmp_path, name, change, where, says):
+    image = {key: value for key, value in {**IMAGE, **change}.items() if value is not None}
+    path = site_file(tmp_path, {name: image})
+    with pytest.raises(fabric_catalog.CatalogError) as caught:
+        fabric_catalog.load_catalog([path])
+    assert (caught.value.source, caught.value.key) == (str(path), where)
+    assert says in caught.value.reason
+
+
+def test_the_plan_carries_the_hosts_image(catalog):
+    host = {"gpufabric_profile": "gcp/a3-megagpu-8g", "gpufabric_image": GCP_2204}
+    plan = fabric_plan.plan_host(host, catalog)
+    assert plan["image"] == {
+        "name": GCP_2204,
+        "reference": catalog.images[GCP_2204]["reference"],
+        "os": "ubuntu-22.04",
+        "adopt": ["nvidia_driver"],
+    }
+    assert fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g"}, catalog)["image"] is None
+    assert fabric_plan.plan_host({"gpufabric_image": GCP_2204}, catalog)["image"]["os"] == "ubuntu-22.04"
+
+
+@pytest.mark.parametrize(("value", "says"), [("gcp/ubuntu-2204", "is not a catalog image"), (["x"], "not text")])
+def test_an_unknown_image_is_refused_not_ignored(catalog, value, says):
+    """A typo must not turn adopting the image's stack into replacing it."""
+    with pytest.raises(fabric_plan.PlanError, match=f"host var gpufabric_image .*{says}.*accepted: "):
+        fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g", "gpufabric_image": value}, catalog)
+
+
+def dpkg_status(root: Path, stanzas: list[str]) -> None:
+    path = root / "var" / "lib" / "dpkg" / "status"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n\n".join(stanzas) + "\n")
+
+
+def test_the_probe_reads_the_stack_packages_dpkg_has_installed(tmp_path):
+    dpkg_status(
+        tmp_path,
+        [
+            "Package: nvidia-utils-570-server\nStatus: hold ok installed\nVersion: 570.172.08-0ubuntu0.22.04.1",
+            "Package: libnvidia-compute-570-server\nStatus: install ok installed\nArchitecture: amd64\n"
+            "Version: 570.172.08-0ubuntu0.22.04.1\nDescription: NVIDIA libcompute package\n more text: not a field",
+            "Package: nvidia-fabricmanager-570\nStatus: deinstall ok config-files\nVersion: 570.172.08-1",
+            "Package: bash\nStatus: install ok installed\nVersion: 5.1-6ubuntu1",
+        ],
+    )
+    assert hw_facts.stack_packages(hw_facts.Sysfs(str(tmp_path))) == {
+        "libnvidia-compute-570-server": "570.172.08-0ubuntu0.22.04.1",
+        "nvidia-utils-570-server": "570.172.08-0ubuntu0.22.04.1",
+    }
+    assert hw_facts.stack_packages(hw_facts.Sysfs(str(tmp_path / "no-dpkg"))) is None
+
+
+def test_supply_facts_come_from_the_probe_then_gpufabric_os_then_the_image():
+    image = {"name": GCP_2204, "os": "ubuntu-22.04"}
+    probed = {
+        "host": {"os": {"id": "ubuntu", "version_id": "24.04"}, "kernel": "6.8.0-1015-gcp", "packages": {"a": "1"}}
+    }
+    facts, name, where = supply.host_facts({"gpufabric_os": "debian-12"}, probed, image)
+    assert (name, where, facts["kernel"], facts["packages"]) == (
+        "ubuntu-24.04",
+        "probe",
+        "6.8.0-1015-gcp",
+        {"a": [{"version": "1"}]},
+    )
+    assert supply.host_facts({"gpufabric_os": "debian-12"}, None, image)[1:] == ("debian-12", "gpufabric_os")
+    facts, name, where = supply.host_facts({}, None, image)
+    assert (name, where, "packages" in facts) == ("ubuntu-22.04", f"image {GCP_2204}", False)
+    assert supply.host_facts({}, None, None)[0] is None
+
+
+def test_the_plan_says_in_one_line_what_a_role_adopts_and_installs():
+    unknown = {"mode": "adopt", "known": False, "found": {}, "missing": [], "refused": ""}
+    assert "run with --probe" in adoption_line(unknown)
+    found = {**unknown, "known": True, "found": {"nvidia-utils-570-server": "570.172.08-0ubuntu0.22.04.1"}}
+    assert adoption_line({**found, "missing": ["nvidia-fabricmanager-570"]}) == (
+        "adopts the image's nvidia-utils-570-server 570.172.08-0ubuntu0.22.04.1 (held at these versions); "
+        "installs what the image lacks: nvidia-fabricmanager-570"
+    )
+    assert adoption_line({**unknown, "known": True, "missing": ["nvidia-open"]}).endswith("installs nvidia-open")
