@@ -63,7 +63,7 @@ KNOWN_ROLES = (
     "nccl_tests",
 )
 
-# The host-stack roles that can adopt what an image ships (their <role>_mode: install or adopt); an image's
+# The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
 ADOPTING_ROLES = ("nvidia_driver",)
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
