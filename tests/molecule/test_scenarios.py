@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Run every molecule scenario with `molecule test`, exactly as a role author runs one.
 
-Each scenario's sequence (.config/molecule/config.yml) is: destroy, syntax, create, prepare, check on
+Each scenario's sequence (.config/molecule/config.yml) is: destroy, create, prepare, check on
 the fresh host, converge, idempotence, check on the converged host, verify, destroy. The check-mode
 contract is judged inside molecule's own run (molecule/resources/callback_plugins/check_contract.py),
 so this wrapper only runs the command, keeps its output and times it:
