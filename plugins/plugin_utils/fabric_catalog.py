@@ -66,6 +66,8 @@ KNOWN_ROLES = (
 # The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
 ADOPTING_ROLES = ("nvidia_driver",)
+# How a host's network interfaces are named: systemd's predictable names, or eth0, eth1, ... with net.ifnames=0.
+INTERFACE_NAMINGS = ("predictable", "net_ifnames_0")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
 OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "debian-13", "rhel-9")
 
@@ -485,6 +487,9 @@ IMAGE_SCHEMA: dict[str, Any] = {
     "reference": (_str, True),
     "os": (_choice(OS_NAMES), True),
     "adopt": (_list_of(_choice(ADOPTING_ROLES)), True),
+    # How the image names network interfaces: systemd's predictable names (the default) or, booted with
+    # net.ifnames=0, eth0, eth1, ... (the profiles' interface_naming.net_ifnames_0 maps one to the other).
+    "interface_naming": (_choice(INTERFACE_NAMINGS), False),
     "sources": (_list_of(_str), False),
 }
 

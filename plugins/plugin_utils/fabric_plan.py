@@ -16,7 +16,13 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import tier_thresholds
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import CLOUDS, TIERS, Catalog
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
+    CLOUDS,
+    INTERFACE_NAMINGS,
+    TIERS,
+    Catalog,
+    with_net_ifnames_0,
+)
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 UNKNOWN = "unknown"
@@ -44,6 +50,7 @@ TEXT_VARS = {
     "gpufabric_instance_type": "the cloud's name of the instance type, such as p5.48xlarge",
     "gpufabric_tier": f"one of {', '.join(TIERS)}",
     "gpufabric_image": "a catalog image name such as gcp/ubuntu-accelerator-2204-amd64-with-nvidia-570",
+    "gpufabric_interface_naming": f"one of {', '.join(INTERFACE_NAMINGS)}",
 }
 _KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
 
@@ -90,7 +97,27 @@ def host_image(hostvars: dict[str, Any], catalog: Catalog) -> dict[str, Any] | N
     if image is None:
         accepted = ", ".join(sorted(catalog.images)) or "none (the catalog has no images)"
         raise PlanError(f"host var gpufabric_image {name!r} is not a catalog image; accepted: {accepted}")
-    return {"name": name, "reference": image["reference"], "os": image["os"], "adopt": list(image["adopt"])}
+    return {
+        "name": name,
+        "reference": image["reference"],
+        "os": image["os"],
+        "adopt": list(image["adopt"]),
+        "interface_naming": image.get("interface_naming", "predictable"),
+    }
+
+
+def interface_naming(hostvars: dict[str, Any], image: dict[str, Any] | None) -> tuple[str, str]:
+    """(how the host names its interfaces, where that was said): the host var gpufabric_interface_naming, else the
+    image's interface_naming, else systemd's predictable names."""
+    given = hostvars.get("gpufabric_interface_naming")
+    if given is not None:
+        if given not in INTERFACE_NAMINGS:
+            accepted = ", ".join(INTERFACE_NAMINGS)
+            raise PlanError(f"host var gpufabric_interface_naming {given!r} is not accepted; accepted: {accepted}")
+        return given, "host var gpufabric_interface_naming"
+    if image is not None and image.get("interface_naming"):
+        return image["interface_naming"], f"image {image['name']}"
+    return "predictable", "default"
 
 
 def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any]:
@@ -183,11 +210,19 @@ def plan_host(
             "hardware": {},
             "bandwidth": {},
             "image": image,
+            "interface_naming": interface_naming(hostvars, image)[0],
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
         }
     profile = catalog.profiles[name]
+    naming, naming_from = interface_naming(hostvars, image)
+    if naming == "net_ifnames_0":
+        # Every interface name the plan hands on (NICs, env, the hardware fabric_findings checks) as such a host has it.
+        try:
+            profile = with_net_ifnames_0(name, profile)
+        except ValueError as exc:
+            raise PlanError(f"{naming_from} says net_ifnames_0, but {exc}") from None
     roles = list(profile["tiers"][tier]["roles"])
     unavailable = [role for role in roles if role not in present]
     warnings = []
@@ -213,6 +248,7 @@ def plan_host(
         "bandwidth": tier_bandwidth(profile, tier),
         # The image the host boots (gpufabric_image): the host-stack roles it names adopt its stack.
         "image": image,
+        "interface_naming": naming,
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,

@@ -5,6 +5,7 @@ image's installed stack packages, and `gpufabric plan` shows both."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,7 @@ def test_the_plan_carries_the_hosts_image(catalog):
         "reference": catalog.images[GCP_2204]["reference"],
         "os": "ubuntu-22.04",
         "adopt": ["nvidia_driver"],
+        "interface_naming": "predictable",
     }
     assert fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g"}, catalog)["image"] is None
     assert fabric_plan.plan_host({"gpufabric_image": GCP_2204}, catalog)["image"]["os"] == "ubuntu-22.04"
@@ -153,3 +155,43 @@ def test_the_plan_says_in_one_line_what_a_role_adopts_and_installs():
         "installs what the image lacks: nvidia-fabricmanager-570"
     )
     assert adoption_line({**unknown, "known": True, "missing": ["nvidia-open"]}).endswith("installs nvidia-open")
+
+
+def test_a_host_booted_with_net_ifnames_0_gets_the_eth_names_everywhere_in_its_plan(catalog):
+    mega = {"gpufabric_profile": "gcp/a3-megagpu-8g"}
+    predictable = fabric_plan.plan_host(mega, catalog)
+    assert predictable["interface_naming"] == "predictable"
+    assert predictable["nics"]["management"]["interface"] == "enp0s12"
+    plan = fabric_plan.plan_host({**mega, "gpufabric_interface_naming": "net_ifnames_0"}, catalog)
+    assert plan["interface_naming"] == "net_ifnames_0"
+    assert plan["nics"]["gpu"]["interfaces"] == [f"eth{n}" for n in range(1, 9)]
+    assert plan["hardware"]["nics"]["management"]["interface"] == "eth0"  # what fabric_findings checks the host for
+    assert plan["env"]["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert not any("enp" in value for value in plan["env"].values())
+
+
+def test_an_image_says_how_it_names_interfaces_and_the_host_var_wins(tmp_path):
+    golden = {**IMAGE, "interface_naming": "net_ifnames_0"}
+    catalog = fabric_catalog.load_catalog([site_file(tmp_path, {"site/cos": golden})])
+    host = {"gpufabric_profile": "gcp/a3-megagpu-8g", "gpufabric_image": "site/cos"}
+    assert fabric_plan.plan_host(host, catalog)["nics"]["management"]["interface"] == "eth0"
+    host["gpufabric_interface_naming"] = "predictable"
+    assert fabric_plan.plan_host(host, catalog)["nics"]["management"]["interface"] == "enp0s12"
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "says"),
+    [
+        (
+            {"gpufabric_interface_naming": "eth"},
+            "gpufabric_interface_naming 'eth' is not accepted; accepted: predictable",
+        ),
+        (
+            {"gpufabric_profile": "gcp/a3-highgpu-8g", "gpufabric_interface_naming": "net_ifnames_0"},
+            "host var gpufabric_interface_naming says net_ifnames_0, but catalog profile gcp/a3-highgpu-8g gives no",
+        ),
+    ],
+)
+def test_a_naming_the_profile_cannot_follow_is_refused(catalog, hostvars, says):
+    with pytest.raises(fabric_plan.PlanError, match=re.escape(says)):
+        fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g", **hostvars}, catalog)
