@@ -76,9 +76,9 @@ DRIVER_CARRIERS = (
 DRIVER_SET_PREFIXES = ("nvidia-", "libnvidia-")
 # Fabric manager, branch-suffixed (nvidia-fabricmanager-570) or not (580 on); never its -dev package.
 FABRICMANAGER = r"nvidia-fabricmanager(-\d+)?"
-# The APT preferences file pinning, in adopt mode, what the role installs because the image lacks it (the adopted
-# set is pinned in PREFERENCES).
-ADDED_PREFERENCES = "gpufabric-nvidia-driver-added"
+# Adopt mode: the APT preferences file pinning the packages the profile adds to the image's driver set (fabric
+# manager, nvidia_driver_extra_packages), adopted or installed; the image's set is pinned in PREFERENCES.
+OWN_PREFERENCES = "gpufabric-nvidia-driver-extra"
 # Adopt mode lowers the CUDA repository beside the image's driver, as GCP's A3/A4 blueprints do (priority 400:
 # shared/reference/host-stack.md section 3, "Holds"; cluster-toolkit), so that it never replaces the image's
 # packages; what the role asks of it by exact version still installs.
@@ -495,35 +495,46 @@ def _adopt(
                 f"{installed_version}: fabric manager runs only at the driver's exact version; accepted: "
                 f"{package} at {shipped}; {MODE_VARIABLE} 'install' replaces both"
             )
+    # The profile's own packages on top of the image's set (fabric manager, nvidia_driver_extra_packages) have a step
+    # and a preferences file of their own, whether the image has them (adopted at their installed version) or lacks
+    # them (installed): the run after the one that installed them plans the same files and holds (idempotent).
+    own = ({fm: ""} if fm else {}) | {str(extra): str(pin or "") for extra, pin in extras.items()}
+    adopted: dict[str, str] = {}
     wanted: dict[str, str] = {}
-    if fm and not any(re.fullmatch(FABRICMANAGER, package) for package in installed):
-        wanted[fm] = ""
-    for extra, pin in extras.items():
-        extra, pin = str(extra), str(pin or "")
-        if extra not in installed:
-            wanted[extra] = pin
-        elif pin in ("", installed[extra]):
-            found[extra] = installed[extra]
+    any_fabricmanager = any(re.fullmatch(FABRICMANAGER, package) for package in installed)
+    for package, pin in own.items():
+        present = installed.get(package)
+        if present is None:
+            if package != fm or not any_fabricmanager:
+                wanted[package] = pin
+        elif pin in ("", present):
+            adopted[package] = present
         else:
             raise Refused(
-                f"nvidia_driver_extra_packages: {extra} '{pin}' differs from the image's {extra} "
-                f"{installed[extra]}; accepted in adopt mode: '' or {installed[extra]} (the image's is adopted); "
-                f"{MODE_VARIABLE} 'install' installs the version given"
+                f"nvidia_driver_extra_packages: {package} '{pin}' differs from the image's {package} {present}; "
+                f"accepted in adopt mode: '' or {present} (the image's is adopted); {MODE_VARIABLE} 'install' "
+                "installs the version given"
             )
-    steps = [*headers_only, adopt.hold_step(found, PREFERENCES, PIN_PRIORITY)]
+    shipped_set = {package: version for package, version in found.items() if package not in own}
+    steps = list(headers_only)
+    if shipped_set:
+        steps.append(adopt.hold_step(shipped_set, PREFERENCES, PIN_PRIORITY))
     source = str(settings.get("source", ""))
     result = install | {
-        "packages": sorted(found),
+        "packages": sorted(shipped_set),
         "fabricmanager_package": fm,
         "pinning_package": None,
-        "pinned": sorted(found) + list(wanted),
+        "pinned": sorted(shipped_set) + list(own),
         "upstream_version": shipped,
         "cuda_repo_url": "",
         "cuda_repo_key_url": "",
         "apt_pins": [],
     }
+    keys: list[supply_chain.RepoKey] = []
+    repositories: list[supply_chain.Repository] = []
     if wanted and source == "cuda_repo":
-        # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution.
+        # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution, from
+        # the CUDA repository lowered for everything else.
         driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
         wanted = {package: pin or (fm_version if package == fm else driver_version) for package, pin in wanted.items()}
         url, key_url, keys, repositories = _cuda_source(settings, facts)
@@ -534,10 +545,6 @@ def _adopt(
                 "accepted: an APT preferences Pin selecting it, such as 'origin developer.download.nvidia.com' or "
                 "'release o=<the Origin of its Release file>'"
             )
-        pins = [supply_chain.package(package, version, CUDA_REPO_NAME) for package, version in wanted.items()]
-        steps.append(
-            supply_chain.step(pins, repositories, keys, preferences=ADDED_PREFERENCES, pin_priority=PIN_PRIORITY)
-        )
         result |= {
             "cuda_repo_url": url,
             "cuda_repo_key_url": key_url,
@@ -562,11 +569,16 @@ def _adopt(
                 "accepted: the exact version in nvidia_driver_extra_packages (name: version, as apt-cache madison "
                 "lists it), or nvidia_driver_source 'cuda_repo'"
             )
-        pins = [supply_chain.package(package, version) for package, version in wanted.items()]
-        steps.append(supply_chain.step(pins, preferences=ADDED_PREFERENCES, pin_priority=PIN_PRIORITY))
+    if own:
+        repository = CUDA_REPO_NAME if repositories else ""
+        pins = [supply_chain.package(package, version) for package, version in adopted.items()]
+        pins += [supply_chain.package(package, version, repository) for package, version in wanted.items()]
+        steps.append(
+            supply_chain.step(pins, repositories, keys, preferences=OWN_PREFERENCES, pin_priority=PIN_PRIORITY)
+        )
     result["versions"] = {package["name"]: package["version"] for step in steps for package in step["packages"]}
     result["supply"] = steps
-    result["adopt"] = adopt.adoption("adopt", known=True, found=found, missing=list(wanted))
+    result["adopt"] = adopt.adoption("adopt", known=True, found=shipped_set | adopted, missing=list(wanted))
     return result
 
 

@@ -139,12 +139,12 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
     assert all(package["hold"] and package["repository"] == "" for package in hold["packages"])
     assert (hold["preferences"], hold["pin_priority"]) == ("gpufabric-nvidia-driver", 1001)
     # Fabric manager, which the image lacks, at the shipped driver's upstream version with NVIDIA's -1, from the
-    # CUDA repository (its key, its source), pinned in a file of its own.
+    # CUDA repository (its key, its source), pinned in the file of the profile's own packages.
     assert names(added) == {"nvidia-fabricmanager-570": "570.195.03-1"}
     assert [key["url"] for key in added["keys"]] == [CUDA_2204 + "3bf863cc.pub"]
     assert [repository["uris"] for repository in added["repositories"]] == [[CUDA_2204]]
     assert added["packages"][0]["repository"] == "gpufabric-cuda" and added["packages"][0]["hold"]
-    assert added["preferences"] == "gpufabric-nvidia-driver-added"
+    assert added["preferences"] == "gpufabric-nvidia-driver-extra"
     # The CUDA repository lowered for everything else, by its host, before anything is installed.
     assert result["apt_pins"] == [
         {
@@ -172,10 +172,32 @@ def test_fabric_manager_shipped_is_adopted_and_nothing_installed():
     shipped = GCP_LIKE | {"nvidia-fabricmanager-570": "570.195.03-1", "libnvidia-nscq-570": "570.195.03-1"}
     result = plan(shipped)
     assert result["errors"] == []
-    _headers, hold = result["supply"]  # no CUDA step: nothing is missing
-    assert names(hold) == shipped
+    _headers, hold, own = result["supply"]
+    assert names(hold) == GCP_LIKE | {"libnvidia-nscq-570": "570.195.03-1"}
+    # Fabric manager, the profile's, in its own file at its installed version: no CUDA repository, nothing missing.
+    assert names(own) == {"nvidia-fabricmanager-570": "570.195.03-1"}
+    assert own["repositories"] == own["keys"] == [] and own["packages"][0]["repository"] == ""
     assert result["apt_pins"] == [] and result["cuda_repo_url"] == ""
-    assert result["adopt"]["missing"] == []
+    assert result["adopt"]["missing"] == [] and result["adopt"]["found"] == shipped
+
+
+def test_the_run_after_installing_fabric_manager_pins_and_holds_the_same():
+    """Idempotence: once fabric manager is installed, the next plan writes the same preferences files and holds
+    (the CUDA source, key and lowered priority stay as written; nothing is removed)."""
+
+    def pinned(result: dict) -> dict:
+        """Each preferences file's packages and holds: what vendor_packages writes and sets."""
+        return {
+            step["preferences"]: {
+                package["name"]: (package["version"], package["hold"]) for package in step["packages"]
+            }
+            for step in result["supply"]
+        }
+
+    first = plan(GCP_LIKE)
+    second = plan(GCP_LIKE | {"nvidia-fabricmanager-570": "570.195.03-1"})
+    assert pinned(second) == pinned(first)
+    assert second["adopt"]["missing"] == [] and first["adopt"]["missing"] == ["nvidia-fabricmanager-570"]
 
 
 def test_without_fabric_manager_asked_nothing_is_installed():
@@ -298,12 +320,18 @@ def test_extra_packages_installed_are_adopted_missing_ones_installed():
     # nscq keeps NVIDIA's -1 on Ubuntu, as fabric manager does (nvidia_driver.FABRICMANAGER_REVISION): given exactly.
     extras = {"nvidia-compute-utils-570-server": "", "libnvidia-nscq-570": "570.195.03-1", "nvidia-modprobe": ""}
     result = plan(GCP_LIKE | OTHERS, extra_packages=extras)
-    assert names(result["supply"][-1]) == {
+    _headers, hold, own = result["supply"]
+    # An installed extra is adopted at its installed version (even one of another version than the driver's), in
+    # the file of the profile's own packages; a missing one installed beside fabric manager.
+    assert names(own) == {
+        "nvidia-compute-utils-570-server": CANONICAL,
+        "nvidia-modprobe": "575.57.08-0ubuntu1",
         "nvidia-fabricmanager-570": "570.195.03-1",
         "libnvidia-nscq-570": "570.195.03-1",
     }
-    # An installed extra is adopted at its installed version, even one of another version than the driver's.
+    assert "nvidia-compute-utils-570-server" not in names(hold)
     assert result["adopt"]["found"] == GCP_LIKE | {"nvidia-modprobe": "575.57.08-0ubuntu1"}
+    assert result["adopt"]["missing"] == ["nvidia-fabricmanager-570", "libnvidia-nscq-570"]
     (error,) = plan(GCP_LIKE, extra_packages={"nvidia-utils-570-server": "570.211.01-0ubuntu0.22.04.1"})["errors"]
     assert error.startswith("nvidia_driver_extra_packages: nvidia-utils-570-server '570.211.01-0ubuntu0.22.04.1' ")
     assert f"accepted in adopt mode: '' or {CANONICAL}" in error
