@@ -6,7 +6,10 @@ with one message, held at its installed versions, and only what it lacks install
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
 
 from gpufabric.collection import module_utils
 from tests import conftest
@@ -343,3 +346,12 @@ def test_a_local_cuda_repository_needs_its_pin():
     assert error.startswith("nvidia_driver_cuda_repo_pin is empty and the CUDA repository file:///srv/mirror/")
     pinned = plan(GCP_LIKE, **local, cuda_repo_pin="release o=mirror")
     assert "Pin: release o=mirror\nPin-Priority: 400\n" in pinned["apt_pins"][0]["content"]
+
+
+def test_the_gcp_like_image_carries_the_set_these_tests_adopt():
+    """The TEST-DOUBLE packages of localhost/gpufabric-ubuntu-identity-gcp-accelerator:22.04 (scripts/build-images),
+    which molecule/nvidia_driver_cuda's adopt host runs, are the set above: one spec of the GCP-like image."""
+    spec = yaml.safe_load((conftest.REPO / "tests/fixtures/images/ubuntu2204-gcp-accelerator.yml").read_text())
+    assert {package["name"]: package["version"] for package in spec["packages"]} == GCP_LIKE
+    assert all("TEST DOUBLE" in package["description"] for package in spec["packages"])
+    assert not any(re.fullmatch(nd.FABRICMANAGER, package["name"]) for package in spec["packages"])
