@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption, AptPin
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
@@ -47,6 +48,42 @@ DRIVER_REVISION = {"debian": "-1", "ubuntu": "-0ubuntu1"}
 # nvidia-utils-570=570.133.20-0ubuntu1.
 FABRICMANAGER_REVISION = "-1"
 SOURCES = ("cuda_repo", "distro")
+# The role variable that selects install or adopt (adopt.MODES), named in the plan's messages. Not "<role>_mode":
+# the collection names an option for what it selects (tests/unit/test_role_contracts.py).
+MODE_VARIABLE = "nvidia_driver_provision"
+# Adopt mode: the installed packages that carry a driver, in the order the shipped driver is named by. Their upstream
+# version is the shipped driver's version.
+DRIVER_CARRIERS = (
+    # Canonical's driver in Ubuntu's archive, the -server branches GCP's ubuntu-accelerator images carry
+    # (shared/reference/real-images.md section 2): the headless meta packages (nvidia-headless-no-dkms-* beside
+    # precompiled linux-modules-nvidia-*), the full meta package, and nvidia-smi's package (Ubuntu's
+    # nvidia-drivers-installation page; a jammy apt log installing nvidia-driver-570-server and
+    # nvidia-utils-570-server at 570.195.03-0ubuntu0.22.04.2).
+    r"nvidia-headless-(no-dkms-)?\d+-server(-open)?",
+    r"nvidia-driver-\d+-server(-open)?",
+    r"nvidia-utils-\d+-server",
+    # NVIDIA's CUDA repository: the branch meta packages (to 575 on Ubuntu), nvidia-open and cuda-drivers.
+    r"nvidia-driver-\d+(-open)?",
+    r"nvidia-open",
+    r"cuda-drivers(-\d+)?",
+    # Debian's non-free driver (packages.debian.org: nvidia-driver, nvidia-smi).
+    r"nvidia-driver",
+    r"nvidia-smi",
+)
+# The shipped driver's set: every installed package of these prefixes at the shipped driver's upstream version
+# (Canonical's whole set carries one upstream version; Debian's nvidia-persistenced, nvidia-modprobe from the CUDA
+# repository and the like carry their own and are left alone).
+DRIVER_SET_PREFIXES = ("nvidia-", "libnvidia-")
+# Fabric manager, branch-suffixed (nvidia-fabricmanager-570) or not (580 on); never its -dev package.
+FABRICMANAGER = r"nvidia-fabricmanager(-\d+)?"
+# Adopt mode: the APT preferences file pinning the packages the profile adds to the image's driver set (fabric
+# manager, nvidia_driver_extra_packages), adopted or installed; the image's set is pinned in PREFERENCES.
+OWN_PREFERENCES = "gpufabric-nvidia-driver-extra"
+# Adopt mode lowers the CUDA repository beside the image's driver, as GCP's A3/A4 blueprints do (priority 400:
+# shared/reference/host-stack.md section 3, "Holds"; cluster-toolkit), so that it never replaces the image's
+# packages; what the role asks of it by exact version still installs.
+CUDA_REPO_ADOPT_PRIORITY = 400
+CUDA_REPO_PRIORITY_FILE = "gpufabric-cuda-priority"
 KERNEL_MODULES = ("open", "proprietary")
 GPUDIRECT = ("peermem", "dmabuf", "none")
 
@@ -212,6 +249,8 @@ class NvidiaDriverPlan(TypedDict):
     lock: str  # dpkg_hold or dnf_versionlock
     initramfs_command: list[str]
     supply: list[PackageStep]  # what the tasks hand to repo_key and vendor_packages, in order
+    apt_pins: list[AptPin]  # APT preferences files written before the supply (adopt: the CUDA repository lowered)
+    adopt: Adoption  # adopt mode: what the image ships, adopted or refused, and what is missing
 
 
 # The role variable the key's pinned fingerprints come from, named in repo_key's refusals.
@@ -224,8 +263,9 @@ KEYRINGS = "/etc/apt/keyrings"
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NvidiaDriverPlan:
     """Everything the role needs and installs, from its settings (its variables without the ``nvidia_driver_``
-    prefix) and the host's facts (distribution, distribution_version, architecture, kernel). ``host_plan`` is not
-    read: site.yml maps the profile's GPU model and NVSwitch into the role's variables."""
+    prefix) and the host's facts (distribution, distribution_version, architecture, kernel; in adopt mode packages,
+    as ansible.builtin.package_facts gathers them). ``host_plan`` is not read: site.yml maps the profile's GPU model
+    and NVSwitch into the role's variables."""
     result: NvidiaDriverPlan = {
         "errors": [],
         "warnings": [],
@@ -242,12 +282,21 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "lock": "",
         "initramfs_command": [],
         "supply": [],
+        "apt_pins": [],
+        "adopt": adopt.adoption(),
     }
     try:
         result.update(_decide(settings, facts))  # type: ignore[typeddict-item]  # _decide returns the same keys
+    except Refused as exc:
+        result["errors"] = [str(exc)]
+        result["adopt"] = adopt.adoption("adopt", known=True, refused=str(exc))
     except ValueError as exc:
         result["errors"] = [str(exc)]
     return result
+
+
+class Refused(ValueError):
+    """Adopt mode: what the image ships is not accepted (the role installs nothing and changes nothing)."""
 
 
 def _check(error: str | None) -> None:
@@ -265,6 +314,8 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     gpu_model = str(settings.get("gpu_model") or "")
     fabric_manager = bool(settings.get("fabric_manager", False))
     distribution = str(facts.get("distribution", ""))
+    mode = str(settings.get("mode") or "install")
+    _check(adopt.mode_error(mode, MODE_VARIABLE))
     _check(
         None
         if source in SOURCES
@@ -316,21 +367,8 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         )
     versions |= {str(name): str(pin or driver_version) for name, pin in extras.items()}
 
-    repo_url = key_url = ""
-    keys: list[supply_chain.RepoKey] = []
-    repositories: list[supply_chain.Repository] = []
-    repository = ""
-    if source == "cuda_repo":
-        repo_url = str(settings.get("cuda_repo_url") or "") or cuda_repo_url(
-            distribution,
-            # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
-            str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
-            str(facts.get("architecture", "")),
-            str(settings.get("cuda_repo_base") or CUDA_REPO_BASE),
-        )
-        key_url = str(settings.get("cuda_repo_key") or "") or repo_url + CUDA_REPO_KEY_FILE
-        keys, repositories = [_key(key_url, settings)], [_repository(repo_url, key_url, settings)]
-        repository = CUDA_REPO_NAME
+    repo_url, key_url, keys, repositories = _cuda_source(settings, facts) if source == "cuda_repo" else ("", "", [], [])
+    repository = CUDA_REPO_NAME if source == "cuda_repo" else ""
     warnings: list[str] = []
     headers = _kernel_headers(settings, facts, warnings) if fam != "redhat" else []
 
@@ -349,7 +387,7 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
             pins, repositories=repositories, keys=keys, preferences=PREFERENCES, pin_priority=PIN_PRIORITY
         )
     )
-    return {
+    install = {
         "warnings": warnings,
         "family": fam,
         "packages": packages,
@@ -364,7 +402,189 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "lock": version_lock_method(distribution),
         "initramfs_command": initramfs_command(distribution),
         "supply": steps,
+        "apt_pins": [],
+        "adopt": adopt.adoption(),
     }
+    return install if mode == "install" else _adopt(settings, facts, install, fm, extras)
+
+
+def _cuda_source(
+    settings: dict[str, Any], facts: dict[str, Any]
+) -> tuple[str, str, list[supply_chain.RepoKey], list[supply_chain.Repository]]:
+    """The CUDA repository's URL, key URL, key and source, from the settings and the host's facts."""
+    url = str(settings.get("cuda_repo_url") or "") or cuda_repo_url(
+        str(facts.get("distribution", "")),
+        # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
+        str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
+        str(facts.get("architecture", "")),
+        str(settings.get("cuda_repo_base") or CUDA_REPO_BASE),
+    )
+    key_url = str(settings.get("cuda_repo_key") or "") or url + CUDA_REPO_KEY_FILE
+    return url, key_url, [_key(key_url, settings)], [_repository(url, key_url, settings)]
+
+
+def _adopt(
+    settings: dict[str, Any], facts: dict[str, Any], install: dict[str, Any], fm: str | None, extras: dict[Any, Any]
+) -> dict[str, Any]:
+    """Adopt mode: the install plan when the image ships no driver; else the image's driver accepted (held at its
+    installed versions, only what it lacks installed) or refused (Refused, naming the package and the way out)."""
+    headers = [supply_chain.package(name, hold=False) for name in install["kernel_headers"]]
+    headers_only = [supply_chain.step(headers, preferences="")] if headers else []
+    installed = adopt.installed_versions(facts)
+    if installed is None:
+        return install | {
+            "warnings": install["warnings"]
+            + [
+                f"{MODE_VARIABLE} 'adopt': the image's packages are read on the host (package_facts), so what it "
+                "ships, holds and lacks is not known here (`gpufabric plan --probe` reads them); shown: the kernel "
+                "headers only"
+            ],
+            "packages": [],
+            "pinning_package": None,
+            "pinned": [],
+            "versions": {package["name"]: "" for package in headers},
+            "upstream_version": "",
+            "cuda_repo_url": "",
+            "cuda_repo_key_url": "",
+            "supply": headers_only,
+            "adopt": adopt.adoption("adopt"),
+        }
+    carriers = {
+        name: installed[name]
+        for pattern in DRIVER_CARRIERS
+        for name in sorted(installed)
+        if re.fullmatch(pattern, name)
+    }
+    if not carriers:
+        # Nothing shipped: everything is missing, installed exactly as install mode plans it.
+        missing = [
+            package["name"]
+            for step in install["supply"]
+            for package in step["packages"]
+            if package["name"] not in install["kernel_headers"]
+        ]
+        return install | {"adopt": adopt.adoption("adopt", known=True, missing=missing)}
+
+    branch = str(settings.get("branch", ""))
+    floor = upstream_version(str(settings.get("version", "")))
+    name, installed_version = next(iter(carriers.items()))
+    shipped = upstream_version(installed_version)
+    others = sorted(
+        {f"{other} {version}" for other, version in carriers.items() if upstream_version(version) != shipped}
+    )
+    if others:
+        raise Refused(
+            f"{MODE_VARIABLE} 'adopt': the image carries more than one driver ({name} {installed_version}, "
+            f"{', '.join(others)}); accepted: one driver version; {MODE_VARIABLE} 'install' replaces them"
+        )
+    if shipped.split(".", 1)[0] != branch or _numbers(shipped) < _numbers(floor):
+        raise Refused(
+            f"{MODE_VARIABLE} 'adopt': the image's driver {name} {installed_version} (driver {shipped}) is not "
+            f"accepted; accepted: branch {branch} (nvidia_driver_branch) at {floor} or newer (nvidia_driver_version, "
+            f"the floor in adopt mode); {MODE_VARIABLE} 'install' replaces it"
+        )
+    found = carriers | {
+        package: version
+        for package, version in installed.items()
+        if package.startswith(DRIVER_SET_PREFIXES) and upstream_version(version) == shipped
+    }
+    for package, version in installed.items():
+        if re.fullmatch(FABRICMANAGER, package) and package not in found:
+            raise Refused(
+                f"{MODE_VARIABLE} 'adopt': the image's {package} {version} does not match its driver {name} "
+                f"{installed_version}: fabric manager runs only at the driver's exact version; accepted: "
+                f"{package} at {shipped}; {MODE_VARIABLE} 'install' replaces both"
+            )
+    # The profile's own packages on top of the image's set (fabric manager, nvidia_driver_extra_packages) have a step
+    # and a preferences file of their own, whether the image has them (adopted at their installed version) or lacks
+    # them (installed): the run after the one that installed them plans the same files and holds (idempotent).
+    own = ({fm: ""} if fm else {}) | {str(extra): str(pin or "") for extra, pin in extras.items()}
+    adopted: dict[str, str] = {}
+    wanted: dict[str, str] = {}
+    any_fabricmanager = any(re.fullmatch(FABRICMANAGER, package) for package in installed)
+    for package, pin in own.items():
+        present = installed.get(package)
+        if present is None:
+            if package != fm or not any_fabricmanager:
+                wanted[package] = pin
+        elif pin in ("", present):
+            adopted[package] = present
+        else:
+            raise Refused(
+                f"nvidia_driver_extra_packages: {package} '{pin}' differs from the image's {package} {present}; "
+                f"accepted in adopt mode: '' or {present} (the image's is adopted); {MODE_VARIABLE} 'install' "
+                "installs the version given"
+            )
+    shipped_set = {package: version for package, version in found.items() if package not in own}
+    steps = list(headers_only)
+    if shipped_set:
+        steps.append(adopt.hold_step(shipped_set, PREFERENCES, PIN_PRIORITY))
+    source = str(settings.get("source", ""))
+    result = install | {
+        "packages": sorted(shipped_set),
+        "fabricmanager_package": fm,
+        "pinning_package": None,
+        "pinned": sorted(shipped_set) + list(own),
+        "upstream_version": shipped,
+        "cuda_repo_url": "",
+        "cuda_repo_key_url": "",
+        "apt_pins": [],
+    }
+    keys: list[supply_chain.RepoKey] = []
+    repositories: list[supply_chain.Repository] = []
+    if wanted and source == "cuda_repo":
+        # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution, from
+        # the CUDA repository lowered for everything else.
+        driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
+        wanted = {package: pin or (fm_version if package == fm else driver_version) for package, pin in wanted.items()}
+        url, key_url, keys, repositories = _cuda_source(settings, facts)
+        pin = str(settings.get("cuda_repo_pin") or "") or adopt.origin_pin(url)
+        if not pin:
+            raise ValueError(
+                f"nvidia_driver_cuda_repo_pin is empty and the CUDA repository {url} has no host to select it by; "
+                "accepted: an APT preferences Pin selecting it, such as 'origin developer.download.nvidia.com' or "
+                "'release o=<the Origin of its Release file>'"
+            )
+        result |= {
+            "cuda_repo_url": url,
+            "cuda_repo_key_url": key_url,
+            "apt_pins": [
+                adopt.lowered_priority(
+                    CUDA_REPO_PRIORITY_FILE,
+                    pin,
+                    CUDA_REPO_ADOPT_PRIORITY,
+                    "role gpufabric.cluster.nvidia_driver",
+                    "Adopt mode: the image's driver stays; this repository supplies only what the image lacks.",
+                )
+            ],
+        }
+    elif wanted:
+        # From the distribution the revision of a package the image lacks is its own (Canonical's fabric manager
+        # is not built from the driver's source): only the operator can give it.
+        unversioned = [package for package, pin in wanted.items() if not pin]
+        if unversioned:
+            raise Refused(
+                f"{MODE_VARIABLE} 'adopt': the image lacks {', '.join(unversioned)}, and from the distribution "
+                f"(nvidia_driver_source 'distro') its exact version cannot be derived from the driver's {shipped}; "
+                "accepted: the exact version in nvidia_driver_extra_packages (name: version, as apt-cache madison "
+                "lists it), or nvidia_driver_source 'cuda_repo'"
+            )
+    if own:
+        repository = CUDA_REPO_NAME if repositories else ""
+        pins = [supply_chain.package(package, version) for package, version in adopted.items()]
+        pins += [supply_chain.package(package, version, repository) for package, version in wanted.items()]
+        steps.append(
+            supply_chain.step(pins, repositories, keys, preferences=OWN_PREFERENCES, pin_priority=PIN_PRIORITY)
+        )
+    result["versions"] = {package["name"]: package["version"] for step in steps for package in step["packages"]}
+    result["supply"] = steps
+    result["adopt"] = adopt.adoption("adopt", known=True, found=shipped_set | adopted, missing=list(wanted))
+    return result
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """'570.195.03' -> (570, 195, 3): upstream versions compared as numbers."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: list[str]) -> list[str]:
