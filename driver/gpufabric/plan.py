@@ -198,6 +198,10 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
         if repositories.row_count:
             console.print(repositories)
         console.print(packages if packages.row_count else f"{escape(title)}: no packages")
+        for role, pins in chain.get("apt_pins", {}).items():
+            for pin in pins:
+                rule = " ".join(line for line in pin["content"].splitlines() if not line.startswith("#"))
+                console.print(f"  {role}: APT preferences {pin['path']}: {rule}", markup=False, highlight=False)
         for role, adoption in chain.get("adopt", {}).items():
             console.print(f"  {role}: {adoption_line(adoption)}", markup=False, highlight=False)
         for error in chain["errors"]:

@@ -29,9 +29,10 @@ ROLES_TASK = "Run the plan's roles in order"
 def host_supply(
     host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any], os_name: str, os_from: str
 ) -> dict[str, Any]:
-    """{"os", "os_from", "roles": {role: [PackageStep]}, "adopt": {role: Adoption}, "errors": [...], "note"} for
-    one host. A role in adopt mode (plugins/module_utils/adopt.py) lists what it found on the image and what it
-    installs because the image lacks it; without --probe the image's packages are not known here.
+    """{"os", "os_from", "roles": {role: [PackageStep]}, "apt_pins": {role: [AptPin]}, "adopt": {role: Adoption},
+    "errors": [...], "note"} for one host. A role in adopt mode (plugins/module_utils/adopt.py) lists what it
+    found on the image and what it installs because the image lacks it; without --probe the image's packages are
+    not known here.
 
     ``hostvars`` are the inventory's variables of the host as ansible-inventory lists them (an unsafe value,
     {"__ansible_unsafe": text}, stays untrusted: never templated, as in a play).
@@ -61,6 +62,9 @@ def host_supply(
             continue
         if "supply" not in role_plan:
             continue
+        if role_plan.get("apt_pins") and not role_plan.get("errors"):
+            # APT preferences written before the packages: a repository lowered (adopt), DOCA's dkms pinned away.
+            result["apt_pins"][role] = role_plan["apt_pins"]
         adoption = role_plan.get("adopt") or {}
         if adoption.get("mode") == "adopt":
             result["adopt"][role] = adoption
@@ -151,7 +155,7 @@ def _role_variables(
 
 def unknown_os(note: str) -> dict[str, Any]:
     """The supply section of a host whose OS is not known: nothing is computed, the note says why."""
-    return {"os": None, "os_from": None, "roles": {}, "adopt": {}, "errors": [], "note": note}
+    return {"os": None, "os_from": None, "roles": {}, "apt_pins": {}, "adopt": {}, "errors": [], "note": note}
 
 
 def host_facts(

@@ -195,3 +195,33 @@ def test_an_image_says_how_it_names_interfaces_and_the_host_var_wins(tmp_path):
 def test_a_naming_the_profile_cannot_follow_is_refused(catalog, hostvars, says):
     with pytest.raises(fabric_plan.PlanError, match=re.escape(says)):
         fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g", **hostvars}, catalog)
+
+
+CANONICAL_570 = "570.195.03-0ubuntu0.22.04.2"  # the TEST-DOUBLE image's set (tests/fixtures/images/)
+
+
+def test_on_a_catalog_image_site_yml_switches_the_driver_to_adopt_and_the_plan_shows_what_it_found(catalog):
+    """One code path: supply.py renders nvidia_driver's settings with site.yml's vars, which read the plan's image."""
+    hostvars = {
+        "gpufabric_profile": "gcp/a3-megagpu-8g",
+        "gpufabric_image": GCP_2204,
+        "nvidia_driver_branch": "570",
+        "nvidia_driver_version": "570.133.20",
+    }
+    host_plan = fabric_plan.plan_host(hostvars, catalog)
+    facts, os_name, where = supply.host_facts(hostvars, None, host_plan["image"])
+    unknown = supply.host_supply(host_plan, hostvars, facts, os_name, where)
+    assert unknown["adopt"]["nvidia_driver"]["known"] is False
+    shipped = {"nvidia-utils-570-server": CANONICAL_570, "libnvidia-compute-570-server": CANONICAL_570}
+    facts["packages"] = {name: [{"version": version}] for name, version in shipped.items()}
+    chain = supply.host_supply(host_plan, hostvars, facts, os_name, where)
+    adoption = chain["adopt"]["nvidia_driver"]
+    assert adoption["known"] and adoption["found"] == shipped and adoption["missing"] == ["nvidia-fabricmanager-570"]
+    installed = [pin for step in chain["roles"]["nvidia_driver"] for pin in step["packages"]]
+    assert {"name": "nvidia-fabricmanager-570", "version": "570.195.03-1"} in [
+        {key: pin[key] for key in ("name", "version")} for pin in installed
+    ]
+    assert chain["apt_pins"]["nvidia_driver"][0]["content"].endswith("Pin-Priority: 400\n")
+    # The inventory's own choice wins over the image's.
+    chain = supply.host_supply(host_plan, {**hostvars, "nvidia_driver_provision": "install"}, facts, os_name, where)
+    assert "nvidia_driver" not in chain["adopt"]

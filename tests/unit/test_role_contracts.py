@@ -319,3 +319,11 @@ def test_no_role_helper_dispatches_by_string_or_reads_the_catalog():
             assert not re.search(r"catalog_files\s*=", text), (
                 f"{where}: roles read the catalog's data from gpufabric_plan"
             )
+
+
+@pytest.mark.parametrize("role", plugin_utils("fabric_catalog").ADOPTING_ROLES)
+def test_a_role_an_image_can_name_under_adopt_has_the_provision_switch_site_yml_sets(role):
+    """catalog images' `adopt:` names the roles site.yml switches to <role>_provision: adopt."""
+    options = load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert options[f"{role}_provision"]["choices"] == ["install", "adopt"]
+    assert f"{role}_provision:" in (REPO / "playbooks" / "site.yml").read_text()
