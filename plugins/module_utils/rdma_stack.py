@@ -12,7 +12,8 @@ import re
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import pin_errors
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import pending
 
@@ -84,6 +85,21 @@ INBOX_NAMES: dict[str, dict[str, str]] = {
 
 # Where each family keeps repository keys.
 KEYRING_DIRS = {"Debian": "/etc/apt/keyrings", "RedHat": "/etc/pki/rpm-gpg"}
+
+# The role variable that selects install or adopt (adopt.MODES), named in the plan's messages (not rdma_stack_mode:
+# the collection names an option for what it selects, tests/unit/test_role_contracts.py).
+MODE_VARIABLE = "rdma_stack_provision"
+# Adopt mode: the APT preferences file pinning what the image ships at its installed versions (adopt.hold_step), the
+# on-host record of what was adopted.
+ADOPT_PREFERENCES = "gpufabric-rdma-stack-adopted"
+# Adopt mode: the packages that make up an RDMA stack under the same names whoever built it (the inbox tables' names).
+# DOCA-OFED and MLNX_OFED ship rdma-core, ibverbs-utils, infiniband-diags and perftest under these names too
+# (host-stack.md section 1), so a DOCA image's are found and held even when the doca flavor installs only its
+# profile package.
+STACK_PACKAGES = ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest", "libucx0", "ucx-utils")
+# Adopt mode: an rdma-core built by NVIDIA (DOCA-OFED, MLNX_OFED) carries this in its version, e.g.
+# 2410mlnx54-1.2410068 on Azure's HPC images; the distribution's (39.0-1, 50.0-2build2) does not.
+DOCA_VERSION_MARK = "mlnx"
 
 # Where NVIDIA's online DOCA repository keeps each architecture.
 DOCA_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64-sbsa", "arm64": "arm64-sbsa"}
@@ -224,6 +240,7 @@ class RdmaStackPlan(TypedDict):
     apt_pins: list[AptPin]  # preferences files written before the packages (apt)
     supply: list[supply_chain.PackageStep]  # what repo_key and vendor_packages are given (apt)
     pending: list[str]  # packages of the supply not installed at their pin (from facts' packages)
+    adopt: Adoption  # adopt mode: what the image ships, adopted or refused, and what is missing
     errors: list[str]
     warnings: list[str]
 
@@ -367,12 +384,15 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
     os_family = facts.get("os_family", "")
     flavor = settings.get("flavor")
     fabric = settings.get("fabric")
+    mode = str(settings.get("mode") or "install")
     if os_family not in OS_FAMILIES:
         errors.append(f"os_family {os_family!r} is not supported; accepted: {', '.join(OS_FAMILIES)}")
     if flavor not in FLAVORS:
         errors.append(f"rdma_stack_flavor {flavor!r} is not accepted; accepted: {', '.join(FLAVORS)}")
     if fabric not in FABRICS:
         errors.append(f"rdma_stack_fabric {fabric!r} is not accepted; accepted: {', '.join(FABRICS)}")
+    if error := adopt.mode_error(mode, MODE_VARIABLE):
+        errors.append(error)
 
     modules = list(settings.get("kernel_modules") or FABRIC_MODULES.get(str(fabric), ()))
     result: dict[str, Any] = {
@@ -383,6 +403,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "kernel_modules": modules,
         "repo": None,
         "apt_pins": [],
+        "adopt": adopt.adoption(),
         "errors": errors,
         "warnings": warnings,
     }
@@ -399,7 +420,101 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         unversioned = doca.pop("unversioned")
         result.update(doca)
     result["supply"] = _supply(result, unversioned, unheld, DOCA_REPOSITORY if result["repo"] else "")
+    if mode == "adopt" and not errors:
+        _adopt(settings, facts, result, unheld)
     result["pending"] = pending(
         [package for step in result["supply"] for package in step["packages"]], facts.get("packages") or {}
     )
     return result
+
+
+def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, Any], unheld: list[str]) -> None:
+    """Adopt mode, on top of the install plan ``result``: what the image ships of the role's packages is held at its
+    installed versions; only what it lacks is installed, at any version, from the host's own sources (no DOCA
+    repository, no pin); linux-modules-extra and the kernel modules stay as in install mode. An image that ships
+    none of them is installed as install mode plans it. A refusal is one error naming the package, its version,
+    what is accepted and the way out."""
+    errors: list[str] = result["errors"]
+    warnings: list[str] = result["warnings"]
+    if facts.get("os_family") != "Debian":
+        # adopt.hold_step pins and holds with APT (preferences, dpkg holds); a dnf counterpart (versionlock at the
+        # installed versions, excludepkgs) is not built. Not a refusal of what the image ships: nothing was read.
+        errors.append(
+            f"{MODE_VARIABLE} 'adopt' is not available on {facts.get('distribution', '')} "
+            f"{facts.get('distribution_version', '')} (os_family {facts.get('os_family', '')!r}): adopt holds the "
+            f"image's packages with APT; accepted: Debian and Ubuntu hosts, or {MODE_VARIABLE} 'install' here"
+        )
+        result["supply"] = []
+        return
+    flavor = str(settings.get("flavor"))
+    # What install mode installs and holds here, by name (its versions are install mode's own, not the image's).
+    wanted = [
+        package["name"] for step in result["supply"] for package in step["packages"] if package["name"] not in unheld
+    ]
+    modules_extra_only = [supply_chain.package(name, "", "", hold=False) for name in unheld]
+    image_free = {
+        "packages": [],
+        "holds": [],
+        "repo": None,
+        "apt_pins": [],
+        "supply": [supply_chain.step(modules_extra_only)] if modules_extra_only else [],
+    }
+    installed = adopt.installed_versions(facts)
+    if installed is None:
+        warnings.append(
+            f"{MODE_VARIABLE} 'adopt': the image's packages are read on the host (package_facts), so what it ships, "
+            "holds and lacks is not known here (`gpufabric plan --probe` reads them); shown: linux-modules-extra only"
+        )
+        result.update(image_free, adopt=adopt.adoption("adopt"))
+        return
+    found = {name: installed[name] for name in dict.fromkeys(wanted + list(STACK_PACKAGES)) if name in installed}
+    missing = [name for name in wanted if name not in installed]
+    if not found:
+        # Nothing shipped: everything is missing, installed exactly as install mode plans it.
+        result["adopt"] = adopt.adoption("adopt", known=True, missing=missing)
+        return
+    rdma_core = installed.get("rdma-core", "")
+    shipped = "doca" if DOCA_VERSION_MARK in rdma_core else "inbox" if rdma_core else ""
+    if flavor == "doca" and shipped != "doca":
+        # The operator asked for DOCA-OFED (its kernel modules, openibd, UCX/HPC-X built for it); the inbox stack
+        # offers none of that, and installing DOCA's profile beside it from the image's sources would replace it.
+        shipped_as = ", ".join(f"{name} {version}" for name, version in sorted(found.items()))
+        refused = (
+            f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor 'doca' asks for DOCA-OFED and the image ships the "
+            f"distribution's stack ({shipped_as}; {'rdma-core' if rdma_core else 'rdma-core not installed'}"
+            f"{'' if not rdma_core else ' without ' + repr(DOCA_VERSION_MARK) + ' in its version'}); accepted: an "
+            "image with DOCA-OFED or MLNX_OFED (rdma-core at a version such as 2410mlnx54-1.2410068), or "
+            f"rdma_stack_flavor 'inbox' to adopt this one; {MODE_VARIABLE} 'install' installs DOCA over it"
+        )
+        errors.append(refused)
+        result.update(image_free, supply=[], adopt=adopt.adoption("adopt", known=True, found=found, refused=refused))
+        return
+    if flavor == "inbox" and shipped == "doca":
+        # Adopted, not refused: DOCA's rdma-core is built from the same upstream and ships the same packages and
+        # libraries (libibverbs, librdmacm, the inbox API), and replacing a vendor stack whose kernel modules the image
+        # was built with is what adopt exists to avoid. An engineer who wants the distribution's stack says install.
+        warnings.append(
+            f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED "
+            f"(rdma-core {rdma_core}); DOCA's stack is adopted, as it provides the inbox API; {MODE_VARIABLE} "
+            "'install' replaces it with the distribution's"
+        )
+    if shipped == "doca" and settings.get("doca_profile") in installed and "openmpi" in missing:
+        # doca-ofed depends on openmpi at an exact version; installed, that dependency is met already (by DOCA's
+        # openmpi or a package providing it, as azhpc-images' hpcx-provides-openmpi does).
+        missing.remove("openmpi")
+    steps = [adopt.hold_step(found, ADOPT_PREFERENCES)]
+    added = [supply_chain.package(name, "", "", hold=True) for name in missing] + modules_extra_only
+    if added:
+        # After the hold, so that apt resolving what is added cannot move what the image ships.
+        steps.append(supply_chain.step(added))
+    result.update(
+        packages=[
+            {"name": name, "version": version, "spec": package_spec("Debian", name, version)}
+            for name, version in sorted(found.items())
+        ],
+        holds=sorted(found) + missing,
+        repo=None,
+        apt_pins=[],
+        supply=steps,
+        adopt=adopt.adoption("adopt", known=True, found=found, missing=missing),
+    )
