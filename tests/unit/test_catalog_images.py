@@ -62,7 +62,7 @@ def test_a_site_file_adds_its_golden_image_and_replaces_a_builtin_one_whole(tmp_
     ("name", "change", "where", "says"),
     [
         ("site/golden", {"os": "ubuntu-20.04"}, "images.site/golden.os", "accepted: ubuntu-22.04"),
-        ("site/golden", {"adopt": ["rdma_stack"]}, "images.site/golden.adopt", "accepted: nvidia_driver"),
+        ("site/golden", {"adopt": ["nccl_env"]}, "images.site/golden.adopt", "accepted: nvidia_driver, rdma_stack"),
         (
             "site/golden",
             {"adopt": ["nvidia_driver", "nvidia_driver"]},
