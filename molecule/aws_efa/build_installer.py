@@ -24,7 +24,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-DISTROS = ("DEBIAN12", "DEBIAN13")
+# The real installer's package directories, DEBS/<DISTRO>/<arch> (its setup_install_package_paths():
+# DEBS/UBUNTU2204/${arch}, DEBS/DEBIAN11/${arch}, ...; public builds install from
+# aws-efa-installer/DEBS/UBUNTU2204/x86_64/). UBUNTU2404 and DEBIAN12/13 follow the same naming (UNVERIFIED: no
+# listing of a release that supports them was found).
+DISTROS = ("DEBIAN12", "DEBIAN13", "UBUNTU2204", "UBUNTU2404")
 ARCH = "x86_64"
 # Component versions of each TEST-DOUBLE release (shaped like the real ones, not claimed to be them).
 RELEASES = {
@@ -79,8 +83,10 @@ fi
 case "$ID-$VERSION_ID" in
 debian-12) PKG_DIR="DEBS/DEBIAN12/$(uname -m)" ;;
 debian-13) PKG_DIR="DEBS/DEBIAN13/$(uname -m)" ;;
+ubuntu-22.04) PKG_DIR="DEBS/UBUNTU2204/$(uname -m)" ;;
+ubuntu-24.04) PKG_DIR="DEBS/UBUNTU2404/$(uname -m)" ;;
 *)
-    echo "Unsupported operating system. (TEST DOUBLE: Debian 12 and 13 only)" >&2
+    echo "Unsupported operating system. (TEST DOUBLE: Debian 12/13, Ubuntu 22.04/24.04 only)" >&2
     exit 1
     ;;
 esac

@@ -43,8 +43,8 @@ INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 # "6.1.0-37-cloud-amd64" (Debian), "6.8.0-1015-gcp" (Ubuntu): the flavour names the headers meta-package.
 KERNEL_FLAVOUR = re.compile(r"^\d+\.\d+(?:\.\d+)?-\d+-([a-z0-9-]+)$")
 
-# Distributions the role installs on: Debian 12/13 (tested in molecule), Ubuntu 22.04/24.04
-# (Google's Slurm image is ubuntu-accelerator-2204; by logic only).
+# Distributions the role installs on: Debian 12/13 and Ubuntu 22.04/24.04 (Google's Slurm image is
+# ubuntu-accelerator-2204); molecule runs the SIMULATED Ubuntu 22.04 identity, unit tests every release's facts.
 SUPPORTED = {"Debian": ("12", "13"), "Ubuntu": ("22", "24")}
 ARCHITECTURES = ("x86_64", "amd64")  # a3-megagpu-8g is x86 only
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from gpufabric.collection import module_utils
+from tests.conftest import recorded_facts
 
 efa = module_utils("aws_efa")
 
@@ -246,6 +247,28 @@ def test_unknown_mpi_flavour():
 )
 def test_distro_keys(facts, key):
     assert efa.distro_key(facts["distribution"], facts["distribution_version"]) == key
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/aws_efa no longer runs on (it runs the Ubuntu 22.04 identity image), and both Ubuntu releases.
+@pytest.mark.parametrize(
+    ("target", "distro"),
+    [
+        ("debian12", "debian-12"),
+        ("debian13", "debian-13"),
+        ("ubuntu2204", "ubuntu-22.04"),
+        ("ubuntu2404", "ubuntu-24.04"),
+    ],
+)
+def test_plan_over_recorded_facts(target, distro):
+    settings = inputs(version="1.47.0", sha256=efa.PUBLISHED_SHA256["1.47.0"])
+    for key in DEBIAN12:  # the distribution comes from the recorded facts only
+        del settings[key]
+    host_plan = {"profile": settings.pop("profile"), "env": {"LD_LIBRARY_PATH": settings.pop("ld_library_path")}}
+    plan = efa.plan(settings, host_plan, recorded_facts(target))
+    assert plan["errors"] == []
+    assert plan["distro"] == distro
+    assert plan["multiarch_plugin_dir"] == "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu"
 
 
 @pytest.mark.parametrize("facts", [DEBIAN12, UBUNTU2204, UBUNTU2404])

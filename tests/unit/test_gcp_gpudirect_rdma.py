@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
+from tests.conftest import recorded_facts
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gcp_gpudirect_rdma"
@@ -97,6 +98,16 @@ def test_every_argspec_entry_point_documents_only_known_options():
 @pytest.mark.parametrize("facts", [DEBIAN12, DEBIAN13, JAMMY, NOBLE], ids=["debian12", "debian13", "jammy", "noble"])
 def test_supported_systems_plan_without_errors(facts):
     plan = gib.plan(settings(**MIRROR), catalog_plan(), facts)
+    assert plan["errors"] == []
+    assert plan["packages"] == [{"name": "nccl-gib", "version": "1.1.0", "spec": "nccl-gib=1.1.0"}]
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/gcp_gpudirect_rdma no longer runs on (it runs one Ubuntu 22.04 and one 24.04 identity host),
+# and both Ubuntu releases.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_recorded_facts_plan_without_errors(target):
+    plan = gib.plan(settings(**MIRROR), catalog_plan(), recorded_facts(target))
     assert plan["errors"] == []
     assert plan["packages"] == [{"name": "nccl-gib", "version": "1.1.0", "spec": "nccl-gib=1.1.0"}]
 

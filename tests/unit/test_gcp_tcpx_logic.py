@@ -15,6 +15,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
+from tests.conftest import recorded_facts
 
 tcpx = module_utils("gcp_tcpx")
 REPO = Path(__file__).resolve().parents[2]
@@ -169,6 +170,15 @@ def test_supported_distributions_plan_the_same_without_warning(distribution, maj
     assert result["errors"] == [] and result["warnings"] == []
     assert [package["name"] for package in result["runtime"]["packages"]] == ["podman", "iptables", "ethtool"]
     assert result["iptables"] == "/usr/sbin/iptables"
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/gcp_tcpx no longer runs on (it runs the Ubuntu 22.04 identity image), and both Ubuntu releases.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_recorded_facts_plan_without_warning(target):
+    result = plan(recorded_facts(target))
+    assert result["errors"] == [] and result["warnings"] == []
+    assert [package["name"] for package in result["runtime"]["packages"]] == ["podman", "iptables", "ethtool"]
 
 
 def test_other_apt_systems_warn_and_other_families_are_refused():

@@ -11,6 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
+from tests.conftest import recorded_facts
 
 tcpxo = module_utils("gcp_tcpxo")
 catalog = plugin_utils("fabric_catalog")
@@ -122,6 +123,17 @@ def test_supported_distributions_and_their_kernel_headers(facts, headers):
     assert settings["packages"] == ["podman", "iptables"]
     assert settings["driver_lib_dir"] == "/usr/lib/x86_64-linux-gnu"
     assert settings["iptables"] == "/usr/sbin/iptables"
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/gcp_tcpxo no longer runs on (it runs the Ubuntu 22.04 identity image), and both Ubuntu releases.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_recorded_facts_are_supported(target):
+    settings = tcpxo.distro(recorded_facts(target, kernel="6.8.0-1015-gcp"))
+    assert settings["error"] == ""
+    assert settings["packages"] == ["podman", "iptables"]
+    assert settings["kernel_header_packages"] == ["linux-headers-6.8.0-1015-gcp", "linux-headers-gcp"]
+    assert tcpxo.plan(SETTINGS, catalog_plan(), recorded_facts(target, kernel="6.8.0-1015-gcp"))["errors"] == []
 
 
 def test_a_kernel_without_flavour_gets_its_exact_headers_only():

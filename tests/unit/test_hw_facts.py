@@ -331,6 +331,25 @@ def test_os_release_quoting(tmp_path):
     }
 
 
+# The real release files of each OS target (tests/fixtures/os_release/, recorded from the distributions' base-files):
+# molecule/fabric_facts reads Ubuntu 22.04's from the identity image; Debian's stay covered here.
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("debian12", ("debian", "12", "Debian GNU/Linux 12 (bookworm)")),
+        ("debian13", ("debian", "13", "Debian GNU/Linux 13 (trixie)")),
+        ("ubuntu2204", ("ubuntu", "22.04", "Ubuntu 22.04.5 LTS")),
+        ("ubuntu2404", ("ubuntu", "24.04", "Ubuntu 24.04.3 LTS")),
+    ],
+)
+def test_os_release_of_each_target(tmp_path, target, expected):
+    recorded = Path(__file__).resolve().parents[1] / "fixtures" / "os_release" / target / "usr/lib/os-release"
+    (tmp_path / "usr/lib").mkdir(parents=True)  # only the fallback path: /etc/os-release is a link to it there
+    shutil.copy(recorded, tmp_path / "usr/lib/os-release")
+    os_release = gather(tmp_path)["host"]["os"]
+    assert (os_release["id"], os_release["version_id"], os_release["pretty_name"]) == expected
+
+
 @pytest.mark.parametrize(("data", "enabled"), [(b"\x06\x00\x00\x00\x01", True), (b"\x06\x00\x00\x00\x00", False)])
 def test_secure_boot(tree, data, enabled):
     (tree / hw_facts.SECURE_BOOT_VAR.lstrip("/")).write_bytes(data)

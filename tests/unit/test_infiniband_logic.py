@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import _import_plugins, module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
+from tests.conftest import recorded_facts
 
 ib = module_utils("infiniband")
 hw_facts = module_utils("hw_facts")
@@ -187,6 +188,16 @@ def test_sharp_packages_are_pinned_in_the_package_manager_syntax(os_family, spec
     assert plan["supply"] == [
         {"keys": [], "repositories": [], "packages": [pin], "preferences": "", "pin_priority": 1001}
     ]
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/infiniband no longer runs on (it runs the Ubuntu 22.04 identity image), and both Ubuntu releases.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_sharp_plan_over_recorded_facts(target):
+    facts = recorded_facts(target)
+    plan = ib.plan({"sharp": True, "sharp_packages": {"sharp": "3.9.0-1"}}, catalog_plan(NEBIUS), facts)
+    assert plan["errors"] == []
+    assert plan["sharp_packages"] == [{"name": "sharp", "version": "3.9.0-1", "spec": "sharp=3.9.0-1"}]
 
 
 def test_sharp_needs_packages_with_versions_and_a_known_os():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.collection import module_utils, plugin_utils
+from tests.conftest import recorded_facts
 
 run = module_utils("nccl_tests_run")
 catalog = plugin_utils("fabric_catalog").load_catalog()
@@ -112,6 +113,19 @@ def test_make_argv_is_an_mpi_build_with_the_distributions_open_mpi(os_family, ar
         "NCCL_HOME=/usr",
     ]
     assert plan["prerequisites"][0]["path"] == f"{mpi_home}/include/mpi.h"
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/nccl_tests no longer runs on (it runs the Ubuntu 24.04 identity image), and both Ubuntu releases:
+# libopenmpi-dev puts Open MPI under /usr/lib/<multiarch>/openmpi on each.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_mpi_home_over_recorded_facts(target):
+    settings = install_inputs()
+    for key in ("os_family", "architecture"):  # the distribution comes from the recorded facts only
+        del settings[key]
+    plan = run.plan(settings, None, recorded_facts(target))
+    assert plan["errors"] == []
+    assert "MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi" in plan["make_argv"]
 
 
 def test_explicit_mpi_home_and_extra_make_args():

@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import _import_plugins, module_utils, plugin_utils
 from gpufabric.simulated_hw import write_tree
+from tests.conftest import recorded_facts
 
 roce = module_utils("roce")
 hw_facts = module_utils("hw_facts")
@@ -45,6 +46,18 @@ def run(values: dict) -> dict:
     """roce.plan as the roce_plan filter calls it: settings piped, plan=gpufabric_plan, facts=ansible_facts."""
     role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
     return roce.plan(role_vars, values["catalog"], {"os_family": values["os_family"]})
+
+
+# Over the facts ansible-core gathers from each OS's real release files (tests/fixtures/os_release/): the Debian
+# releases molecule/roce no longer runs on (it runs the Ubuntu 24.04 identity image), and both Ubuntu releases.
+@pytest.mark.parametrize("target", ["debian12", "debian13", "ubuntu2204", "ubuntu2404"])
+def test_plan_over_recorded_facts(target):
+    values = settings()
+    role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
+    plan = roce.plan(role_vars, values["catalog"], recorded_facts(target))
+    assert plan["errors"] == []
+    assert plan["qos_tool_package"] == roce.QOS_TOOL_PACKAGES["Debian"]
+    assert "apt install mlnx-tools" in plan["qos_tool_package"]
 
 
 @pytest.fixture(scope="module")
