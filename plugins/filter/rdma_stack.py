@@ -49,7 +49,7 @@ _value:
       (name, version, spec), C(holds), C(kernel_modules), C(repo), C(apt_pins) (APT preferences files written
       before the packages, DOCA's dkms pinned away on Ubuntu), C(supply) (plugins/module_utils/supply_chain.py,
       what repo_key and vendor_packages are given), C(pending) (packages of the supply not installed at their pin,
-      from C(ansible_facts.packages)), C(adopt) (plugins/module_utils/adopt.py's C(Adoption): in adopt mode, the
+      from C(ansible_facts.packages)), C(adopt) (plugins/module_utils/adopt.py's C(Adoption); in adopt mode the
       image's packages found and held, the missing ones installed, or why the image's stack is refused),
       C(warnings) and C(errors).
   type: dict
