@@ -27,8 +27,8 @@ RESULTS = Path(os.environ.get("GPUFABRIC_TEST_RESULTS", REPO / "test-results"))
 # Longest first, so the parallel run does not end waiting on one slow scenario started last
 # (times from the clean-clone CI run in docs/testing.md); the others follow by name.
 SLOWEST = [
-    "nvidia_driver", "gcp_tcpxo", "sriov", "gcp_tcpx", "nccl_env", "gcp_gpudirect_rdma", "aws_efa",
-    "nvidia_driver_cuda", "nccl_tests", "rdma_stack_doca",
+    "gcp_tcpxo", "nvidia_driver", "nccl_env", "sriov", "gcp_gpudirect_rdma", "gcp_tcpx", "aws_efa",
+    "nvidia_driver_cuda", "nccl_tests", "infiniband", "rdma_stack",
 ]  # fmt: skip
 FOUND = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SCENARIOS = [name for name in SLOWEST if name in FOUND] + [name for name in FOUND if name not in SLOWEST]
