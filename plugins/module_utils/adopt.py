@@ -17,13 +17,11 @@ adopted stack.
 from __future__ import annotations
 
 from typing import Any, TypedDict
-from urllib.parse import urlsplit
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackageStep
 
 MODES = ("install", "adopt")
-PREFERENCES_DIR = "/etc/apt/preferences.d"
 
 
 class Adoption(TypedDict):
@@ -34,13 +32,6 @@ class Adoption(TypedDict):
     found: dict[str, str]  # what the role adopts and holds: package -> installed version
     missing: list[str]  # what the role installs because the image lacks it
     refused: str  # why the shipped stack is not accepted; '' when it is
-
-
-class AptPin(TypedDict):
-    """An APT preferences file a role writes before its packages (a repository's priority lowered)."""
-
-    path: str
-    content: str
 
 
 def adoption(
@@ -87,24 +78,3 @@ def hold_step(found: dict[str, str], preferences: str, pin_priority: int = 1001)
         supply_chain.package(name, version, repository="", hold=True) for name, version in sorted(found.items())
     ]
     return supply_chain.step(packages, preferences=preferences, pin_priority=pin_priority)
-
-
-def origin_pin(url: str) -> str:
-    """The APT preferences Pin selecting a repository by its host (apt_preferences(5) 'origin'); '' for a local
-    repository (file:), which has no host to tell it from other local ones."""
-    host = urlsplit(url).hostname
-    return f"origin {host}" if host else ""
-
-
-def lowered_priority(name: str, pin: str, priority: int, managed_by: str, why: str) -> AptPin:
-    """An APT preferences file giving every package of the repository ``pin`` selects (an apt_preferences(5) Pin,
-    such as 'origin developer.download.nvidia.com') ``priority``: below 500, the repository no longer replaces
-    the image's packages, yet an exact version asked of it still installs."""
-    return {
-        "path": f"{PREFERENCES_DIR}/{name}.pref",
-        "content": (
-            f"# Managed by gpufabric ({managed_by}): local edits are overwritten.\n"
-            f"# {why}\n"
-            f"Package: *\nPin: {pin}\nPin-Priority: {priority}\n"
-        ),
-    }

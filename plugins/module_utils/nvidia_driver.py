@@ -15,8 +15,8 @@ import re
 from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
-from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption, AptPin
-from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
+from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import AptPin, PackagePin, PackageStep
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
 MIN_BRANCH = {"B200": 570, "H200": 550, "H100": 525, "A100": 450}
@@ -538,7 +538,7 @@ def _adopt(
         driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
         wanted = {package: pin or (fm_version if package == fm else driver_version) for package, pin in wanted.items()}
         url, key_url, keys, repositories = _cuda_source(settings, facts)
-        pin = str(settings.get("cuda_repo_pin") or "") or adopt.origin_pin(url)
+        pin = str(settings.get("cuda_repo_pin") or "") or supply_chain.origin_pin(url)
         if not pin:
             raise ValueError(
                 f"nvidia_driver_cuda_repo_pin is empty and the CUDA repository {url} has no host to select it by; "
@@ -549,8 +549,9 @@ def _adopt(
             "cuda_repo_url": url,
             "cuda_repo_key_url": key_url,
             "apt_pins": [
-                adopt.lowered_priority(
+                supply_chain.apt_pin(
                     CUDA_REPO_PRIORITY_FILE,
+                    "*",
                     pin,
                     CUDA_REPO_ADOPT_PRIORITY,
                     "role gpufabric.cluster.nvidia_driver",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from typing import Any, TypedDict
-from urllib.parse import urlsplit
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
@@ -115,8 +114,8 @@ KERNEL_IMAGE = re.compile(r"^linux-image-(?:unsigned-)?(\d[^\s]*)$")
 # The name of the DOCA repository: its source file and the supply chain's repository name.
 DOCA_REPOSITORY = "gpufabric-doca"
 # DOCA's Ubuntu repository ships its own dkms; the distribution's is kept (azhpc-images
-# components/install_doca.sh pins it away at priority -1). Where APT preferences live.
-DOCA_DKMS_PREFERENCES = "/etc/apt/preferences.d/gpufabric-doca-dkms.pref"
+# components/install_doca.sh pins it away at priority -1): the APT preferences file that does it.
+DOCA_DKMS_PREFERENCES = "gpufabric-doca-dkms"
 
 
 def release_key(facts: dict[str, Any]) -> str:
@@ -128,16 +127,6 @@ def release_key(facts: dict[str, Any]) -> str:
     if facts.get("os_family") == "RedHat":
         return f"rhel{version.split('.', maxsplit=1)[0]}"
     return f"{distribution}{version.split('.', maxsplit=1)[0]}"
-
-
-def doca_dkms_pin(repo_url: str) -> str:
-    """The APT preferences Pin selecting the DOCA repository: its host (apt_preferences(5) 'origin').
-
-    A local repository (file:) has no host to tell it from the distribution's mirror, so it needs an explicit
-    rdma_stack_doca_dkms_pin; '' here.
-    """
-    host = urlsplit(repo_url).hostname
-    return f"origin {host}" if host else ""
 
 
 def modules_extra(facts: dict[str, Any], bake: bool, warnings: list[str]) -> list[str]:
@@ -223,13 +212,6 @@ class DocaRepo(TypedDict):
     keyring: str  # where the key is written on the host
 
 
-class AptPin(TypedDict):
-    """An APT preferences file the role writes before it installs (DOCA's dkms pinned away)."""
-
-    path: str
-    content: str
-
-
 class RdmaStackPlan(TypedDict):
     flavor: str
     manager: str  # apt or dnf
@@ -237,7 +219,7 @@ class RdmaStackPlan(TypedDict):
     holds: list[str]  # packages held (apt) or version-locked (dnf)
     kernel_modules: list[str]
     repo: DocaRepo | None  # the DOCA repository (doca flavor), else None
-    apt_pins: list[AptPin]  # preferences files written before the packages (apt)
+    apt_pins: list[supply_chain.AptPin]  # preferences files written before the packages (apt)
     supply: list[supply_chain.PackageStep]  # what repo_key and vendor_packages are given (apt)
     pending: list[str]  # packages of the supply not installed at their pin (from facts' packages)
     adopt: Adoption  # adopt mode: what the image ships, adopted or refused, and what is missing
@@ -304,7 +286,7 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
         "key_fingerprints": list(settings.get("doca_key_fingerprints") or []),
         "keyring": keyring_path(key_src, key_url, KEYRING_DIRS.get(os_family, "/etc/apt/keyrings")),
     }
-    apt_pins: list[AptPin] = []
+    apt_pins: list[supply_chain.AptPin] = []
     unversioned = list(extra)
     if str(facts.get("distribution", "")).lower() == "ubuntu":
         # doca-ofed depends on DOCA's openmpi at an exact version (host-stack.md §2): named, so the supply chain
@@ -316,7 +298,7 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
             )
         elif "openmpi" not in unversioned:
             unversioned.append("openmpi")
-        pin = settings.get("doca_dkms_pin") or doca_dkms_pin(url)
+        pin = settings.get("doca_dkms_pin") or supply_chain.origin_pin(url)
         if not pin:
             errors.append(
                 f"rdma_stack_doca_dkms_pin is empty and the DOCA repository {url!r} has no host to pin DOCA's dkms "
@@ -324,14 +306,14 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
                 " (the label of DOCA's local-repo package) or 'origin linux.mellanox.com'"
             )
         apt_pins.append(
-            {
-                "path": DOCA_DKMS_PREFERENCES,
-                "content": (
-                    "# Managed by gpufabric (role gpufabric.cluster.rdma_stack): local edits are overwritten.\n"
-                    "# DOCA's repository ships its own dkms; the distribution's is kept.\n"
-                    f"Package: dkms\nPin: {pin}\nPin-Priority: -1\n"
-                ),
-            }
+            supply_chain.apt_pin(
+                DOCA_DKMS_PREFERENCES,
+                "dkms",
+                pin,
+                -1,
+                "role gpufabric.cluster.rdma_stack",
+                "DOCA's repository ships its own dkms; the distribution's is kept.",
+            )
         )
     pinned = [package["name"] for package in packages]
     unversioned = [name for name in unversioned if name not in pinned]

@@ -10,6 +10,10 @@ functions and shows the same steps as the host's supply chain, so what a reviewe
 from __future__ import annotations
 
 from typing import TypedDict
+from urllib.parse import urlsplit
+
+# Where APT reads preferences files (apt_preferences(5)); vendor_packages writes its pins there too.
+PREFERENCES_DIR = "/etc/apt/preferences.d"
 
 
 class RepoKey(TypedDict):
@@ -43,6 +47,13 @@ class PackagePin(TypedDict):
     hold: bool
     repository: str  # the Repository.name it comes from; '' for the host's other sources (the distribution's, or
     # a repository another role configured: SHARP comes from rdma_stack's DOCA repository)
+
+
+class AptPin(TypedDict):
+    """An APT preferences file a role writes before its packages (DOCA's dkms pinned away, a repository lowered)."""
+
+    path: str
+    content: str
 
 
 class PackageStep(TypedDict):
@@ -110,4 +121,23 @@ def step(
         "packages": packages,
         "preferences": preferences,
         "pin_priority": pin_priority,
+    }
+
+
+def origin_pin(url: str) -> str:
+    """The APT preferences Pin selecting a repository by its host (apt_preferences(5) 'origin'); '' for a local
+    repository (file:), which has no host to tell it from the distribution's mirror or other local ones."""
+    host = urlsplit(url).hostname
+    return f"origin {host}" if host else ""
+
+
+def apt_pin(name: str, package: str, pin: str, priority: int, managed_by: str, why: str) -> AptPin:
+    """The preferences file ``name`` giving ``package`` (or '*') from what ``pin`` selects ``priority``."""
+    return {
+        "path": f"{PREFERENCES_DIR}/{name}.pref",
+        "content": (
+            f"# Managed by gpufabric ({managed_by}): local edits are overwritten.\n"
+            f"# {why}\n"
+            f"Package: {package}\nPin: {pin}\nPin-Priority: {priority}\n"
+        ),
     }
