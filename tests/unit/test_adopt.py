@@ -13,9 +13,11 @@ import yaml
 
 from gpufabric.collection import module_utils
 from tests import conftest
+from tests.unit import test_nvidia_driver_logic
 
 nd = module_utils("nvidia_driver")
 adopt = module_utils("adopt")
+supply_chain = module_utils("supply_chain")
 
 KERNEL = "6.8.0-1015-gcp"
 HEADERS = f"linux-headers-{KERNEL}"
@@ -33,19 +35,8 @@ GCP_LIKE = {
 }
 # Installed beside it with versions of their own (the same apt log): left alone.
 OTHERS = {"nvidia-modprobe": "575.57.08-0ubuntu1", "libnvidia-egl-wayland1": "1:1.1.9-1.1", "bash": "5.1-6ubuntu1"}
-SETTINGS = {
-    "mode": "adopt",
-    "source": "cuda_repo",
-    "branch": "570",
-    "version": "570.133.20",
-    "kernel_modules": "open",
-    "gpu_model": "H100-SXM-80GB",
-    "fabric_manager": True,
-    "nvswitch": True,
-    "gpudirect": "dmabuf",
-    "extra_packages": {},
-    "cuda_repo_base": nd.CUDA_REPO_BASE,
-}
+# install mode's settings of the driver's own tests, in adopt mode
+SETTINGS = {**test_nvidia_driver_logic.SETTINGS, "mode": "adopt"}
 CUDA_2204 = f"{nd.CUDA_REPO_BASE}/ubuntu2204/x86_64/"
 
 
@@ -75,10 +66,10 @@ def test_shared_helpers():
     assert adopt.mode_error("replace", "nvidia_driver_provision") == (
         "nvidia_driver_provision 'replace' is not accepted; accepted: install, adopt"
     )
-    assert adopt.origin_pin("https://developer.download.nvidia.com/compute/cuda/repos/") == (
+    assert supply_chain.origin_pin("https://developer.download.nvidia.com/compute/cuda/repos/") == (
         "origin developer.download.nvidia.com"
     )
-    assert adopt.origin_pin("file:///srv/mirror/") == ""
+    assert supply_chain.origin_pin("file:///srv/mirror/") == ""
     step = adopt.hold_step({"b": "2", "a": "1"}, "gpufabric-x")
     assert step == {
         "keys": [],
