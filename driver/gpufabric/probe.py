@@ -32,7 +32,8 @@ def gather(inventory: str, forks: int = 20) -> dict[str, dict[str, Any]]:
             inventory=str(Path(inventory).resolve()) if Path(inventory).exists() else inventory,
             host_pattern="all",
             module="gpufabric.cluster.fabric_facts",
-            module_args="root={{ gpufabric_hw_root | default('/') }}",
+            # packages: the installed stack packages, which the adopting roles' plans read.
+            module_args="root={{ gpufabric_hw_root | default('/') }} packages=true",
             forks=forks,
             quiet=True,
             envvars={

@@ -537,7 +537,7 @@ def stack_packages(sysfs: Sysfs) -> dict[str, str] | None:
     return dict(sorted(packages.items()))
 
 
-def host(sysfs: Sysfs) -> dict[str, Any]:
+def host(sysfs: Sysfs, packages: bool = False) -> dict[str, Any]:
     return {
         "kernel": sysfs.text("/proc/sys/kernel/osrelease") or None,
         "os": os_release(sysfs),
@@ -545,7 +545,8 @@ def host(sysfs: Sysfs) -> dict[str, Any]:
         "modules": loaded_modules(sysfs),
         "nvidia_driver_version": nvidia_driver_version(sysfs),
         "mlx5_core_version": sysfs.text("/sys/module/mlx5_core/version", required=False) or None,
-        "packages": stack_packages(sysfs),
+        # Read only when asked (`gpufabric plan --probe`): the facts are copied into every later task of a play.
+        "packages": stack_packages(sysfs) if packages else None,
     }
 
 
@@ -579,7 +580,7 @@ def _each(sysfs: Sysfs, directory: str, read: Any) -> list[Any]:
     return found
 
 
-def gather(root: str = "/") -> dict[str, Any]:
+def gather(root: str = "/", packages: bool = False) -> dict[str, Any]:
     """All hardware facts below ``root``; see the fabric_facts module's RETURN for the shape."""
     sysfs = Sysfs(root)
     nvidia = _each(sysfs, "/sys/bus/pci/devices", nvidia_device)
@@ -600,6 +601,6 @@ def gather(root: str = "/") -> dict[str, Any]:
         "nics": nics,
         "rdma_devices": rdma_devices,
         "affinity": affinity(gpus, nics + rdma_devices),
-        "host": host(sysfs),
+        "host": host(sysfs, packages),
         "unreadable": sysfs.unreadable,
     }

@@ -22,6 +22,12 @@ options:
       - Use it for a host's root mounted elsewhere, for example inside a container.
     type: path
     default: /
+  packages:
+    description:
+      - Also read the installed GPU and network stack packages from dpkg's database (C(host.packages)), as
+        C(gpufabric plan --probe) does; off by default, since the facts are copied into every later task of a play.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Can run in check mode and return the changed status it predicts without changing the target.
@@ -168,8 +174,8 @@ ansible_facts:
               C(secure_boot) (true, false, or null without EFI), C(modules) (whether each of C(nvidia),
               C(nvidia_peermem), C(nvidia_uvm), C(ib_core), C(mlx5_core), C(mlx5_ib), C(ib_umad), C(efa) and
               C(gve) is loaded), C(nvidia_driver_version) and C(mlx5_core_version) (null when not reported),
-              C(packages) (the installed GPU and network stack packages and their versions, from dpkg's database
-              below O(root); null without one, as on RPM hosts).
+              C(packages) (with O(packages), the installed GPU and network stack packages and their versions, from
+              dpkg's database below O(root); null without one, as on RPM hosts, and without O(packages)).
           type: dict
         unreadable:
           description:
@@ -189,10 +195,11 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.hw_facts import 
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"root": {"type": "path", "default": "/"}},
+        argument_spec={"root": {"type": "path", "default": "/"}, "packages": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, ansible_facts={"gpufabric_hardware": gather(module.params["root"])})
+    facts = gather(module.params["root"], packages=module.params["packages"])
+    module.exit_json(changed=False, ansible_facts={"gpufabric_hardware": facts})
 
 
 if __name__ == "__main__":

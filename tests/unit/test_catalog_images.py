@@ -126,6 +126,11 @@ def test_the_probe_reads_the_stack_packages_dpkg_has_installed(tmp_path):
         "nvidia-utils-570-server": "570.172.08-0ubuntu0.22.04.1",
     }
     assert hw_facts.stack_packages(hw_facts.Sysfs(str(tmp_path / "no-dpkg"))) is None
+    # Read only when asked (the probe asks): the facts of every apply and drift stay as small as before.
+    assert hw_facts.gather(str(tmp_path))["host"]["packages"] is None
+    assert hw_facts.gather(str(tmp_path), packages=True)["host"]["packages"] == hw_facts.stack_packages(
+        hw_facts.Sysfs(str(tmp_path))
+    )
 
 
 def test_supply_facts_come_from_the_probe_then_gpufabric_os_then_the_image():
