@@ -19,7 +19,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from gpufabric import os_targets
-from gpufabric.collection import collection_root, filter_plugin
+from gpufabric.collection import collection_root, filter_plugin, module_utils
 from gpufabric.inventory import as_play_sees
 
 SITE_PLAYBOOK = "playbooks/site.yml"
@@ -60,14 +60,14 @@ def host_supply(
         except (TypeError, ValueError) as exc:  # a value of the wrong type, which the role would fail on too
             result["errors"].append(f"{role}: {type(exc).__name__}: {exc}")
             continue
+        adoption = role_plan.get("adopt") or {}
+        if adoption.get("mode") == "adopt":
+            result["adopt"][role] = adoption
         if "supply" not in role_plan:
             continue
         if role_plan.get("apt_pins") and not role_plan.get("errors"):
             # APT preferences written before the packages: a repository lowered (adopt), DOCA's dkms pinned away.
             result["apt_pins"][role] = role_plan["apt_pins"]
-        adoption = role_plan.get("adopt") or {}
-        if adoption.get("mode") == "adopt":
-            result["adopt"][role] = adoption
         # A role that refuses its inputs installs nothing: its refusal is shown, not a guess at its packages.
         result["errors"] += [f"{role}: {error}" for error in role_plan.get("errors", [])]
         if role_plan["supply"] and not role_plan.get("errors"):
@@ -175,6 +175,9 @@ def host_facts(
         if host.get("packages") is not None:
             # The shape ansible.builtin.package_facts gives the roles: name -> [{"version": ...}].
             facts["packages"] = {package: [{"version": version}] for package, version in host["packages"].items()}
+        if host.get("efa_installer") is not None:
+            # The EFA installer's record, which the aws_efa role's adopt mode decides from (aws_efa.PROBED_MARKER).
+            facts[module_utils("aws_efa").PROBED_MARKER] = host["efa_installer"]
         return facts, name, "probe"
     declared = hostvars.get("gpufabric_os")
     if declared is None:

@@ -9,11 +9,18 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils import aws_efa
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict, role_plan_filter
 
 
-def aws_efa_install(plan, marker="", state=""):
+def aws_efa_install(plan, marker="", state="", packages=None):
     require_dict(plan, "aws_efa_install", "the role's plan aws_efa__plan")
     if plan.get("errors") or "flags" not in plan:
         raise AnsibleFilterError("aws_efa_install expects a plan without errors (aws_efa__plan.errors is not empty)")
-    return aws_efa.install_decision(plan, str(marker or ""), str(state or ""))
+    if packages is not None and not isinstance(packages, dict):
+        raise AnsibleFilterError(
+            f"aws_efa_install expects packages as package_facts' mapping, got {type(packages).__name__}"
+        )
+    try:
+        return aws_efa.install_decision(plan, str(marker or ""), str(state or ""), str(plan["mode"]), packages)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"aws_efa_install: {exc}") from exc
 
 
 def aws_efa_libraries(plan, found):

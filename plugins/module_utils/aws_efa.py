@@ -25,11 +25,22 @@ import json
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackageStep
+
 DEFAULT_BASE_URL = "https://efa-installer.amazonaws.com"
 VERIFY_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-verify.html"
 SIGNING_KEY_URL = "https://efa-installer.amazonaws.com/aws-efa-installer.key"
 SIGNING_KEY_FINGERPRINT = "4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC"
 MARKER_FILE = "/opt/amazon/efa_installed_packages"
+# The role variable that selects install or adopt (adopt.MODES), named in the refusals.
+MODE_VARIABLE = "aws_efa_provision"
+# The fact `gpufabric plan --probe` puts the marker's text in ('' when absent); a play's facts do not have it.
+PROBED_MARKER = "efa_installer"
+# Adopt mode's record of what it holds: the image's EFA packages pinned at their installed versions, in
+# supply_chain.PREFERENCES_DIR/<name>.pref.
+PREFERENCES = "gpufabric-aws-efa-adopted"
 
 # SHA256 of aws-efa-installer-<version>.tar.gz as AWS publishes them in the checksum table of the EC2 user
 # guide's efa-verify page (VERIFY_DOC); AWS ParallelCluster's cookbook quotes the same values for 1.38.0,
@@ -295,6 +306,8 @@ class AwsEfaPlan(TypedDict, total=False):
 
     errors: list[str]  # one message per bad input; the role asserts it is empty before any change
     warnings: list[str]
+    mode: str  # install or adopt (aws_efa_provision)
+    adopt: Adoption  # adopt mode: what the image ships, when the facts say (gpufabric plan --probe); else unknown
     distro: str  # the installer's name of the distribution, such as debian-12
     version: str
     sha256: str
@@ -312,6 +325,10 @@ class AwsEfaPlan(TypedDict, total=False):
 class InstallDecision(TypedDict):
     installed: str | None  # the EFA installer version on the host (its marker), None when absent
     reason: str  # why the installer must run; '' when it need not
+    adopt: Adoption  # adopt mode: what the image's installer put there, adopted or refused
+    hold: list[PackageStep]  # adopt mode: the image's EFA packages held at their installed versions (one step)
+    release: list[str]  # before the installer runs: the recorded packages, which adopt mode may have held
+    preferences: str  # adopt mode's preferences file, removed before the installer runs
 
 
 def plan(
@@ -331,6 +348,14 @@ def plan(
         **{key: facts.get(key, "") for key in ("distribution", "distribution_version", "os_family", "architecture")},
     }
     errors = _check_inputs(inputs)
+    mode = str(inputs.get("mode") or "install")
+    mode_error = adopt.mode_error(mode, MODE_VARIABLE)
+    errors += [mode_error] if mode_error else []
+    if mode == "adopt" and inputs["os_family"] != "Debian":
+        errors.append(
+            f"{MODE_VARIABLE} 'adopt' holds the image's EFA packages with apt, and {inputs['distribution']} has "
+            f"none; accepted there: {MODE_VARIABLE} 'install'"
+        )
     key = distro_key(str(inputs["distribution"]), str(inputs["distribution_version"]))
     if not errors:
         # Which versions support what only means something for a valid version.
@@ -350,9 +375,10 @@ def plan(
     work_dir = str(inputs.get("work_dir") or "/var/cache/gpufabric/aws-efa").rstrip("/")
     arch_dir = multiarch(str(inputs["os_family"]), str(inputs["architecture"]))
     ld_library_path = str((host_plan.get("env") or {}).get("LD_LIBRARY_PATH") or "")
-    return {
+    result: AwsEfaPlan = {
         "errors": [],
         "warnings": [],
+        "mode": mode,
         "distro": key,
         "version": version,
         "sha256": str(inputs.get("sha256") or "").lower(),
@@ -365,16 +391,94 @@ def plan(
         "components": components(minimal, list(inputs.get("mpi") or []), flags),
         "ld_library_path": ld_library_path,
         "library_candidates": library_candidates(ld_library_path),
+        "adopt": adopt.adoption(mode) if mode == "adopt" else adopt.adoption(),
     }
+    if mode == "adopt" and "packages" in facts and PROBED_MARKER in facts:
+        # `gpufabric plan --probe` read the marker and the packages: the decision the role makes on the host.
+        result["adopt"] = install_decision(result, str(facts[PROBED_MARKER]), "", mode, facts["packages"])["adopt"]
+    return result
 
 
-def install_decision(efa_plan: dict[str, Any], marker: str, state: str) -> InstallDecision:
+def install_decision(
+    efa_plan: dict[str, Any],
+    marker: str,
+    state: str,
+    mode: str = "install",
+    packages: dict[str, Any] | None = None,
+) -> InstallDecision:
     """Whether the plan's installer run is needed on this host, from the text of the installer's version marker
-    (MARKER_FILE, '' when absent) and of the role's record of its last install ('' when absent)."""
+    (MARKER_FILE, '' when absent) and of the role's record of its last install ('' when absent).
+
+    In adopt mode (``mode``, the value of aws_efa_provision) an image's EFA installed at the pin or later is kept:
+    no installer run, its packages held at the versions dpkg has (``packages``: package_facts' layout). Nothing
+    installed: the installer runs exactly as in install mode.
+    """
     installed = installed_version(marker)
-    return {
+    decision: InstallDecision = {
         "installed": installed,
-        "reason": install_reason(installed, read_state(state), str(efa_plan["version"]), list(efa_plan["flags"])),
+        "reason": "",
+        "adopt": adopt.adoption(mode) if mode == "adopt" else adopt.adoption(),
+        "hold": [],
+        "release": [],
+        "preferences": f"{supply_chain.PREFERENCES_DIR}/{PREFERENCES}.pref",
+    }
+    if mode != "adopt" or installed is None:
+        decision["reason"] = install_reason(
+            installed, read_state(state), str(efa_plan["version"]), list(efa_plan["flags"])
+        )
+        if decision["reason"]:
+            # The installer removes what it recorded before installing its release, and dpkg does not remove a
+            # held package: what adopt mode held (when the host was adopted before) is released first.
+            decision["release"] = sorted(recorded_packages(marker))
+        if mode == "adopt":
+            decision["adopt"] = adopt.adoption("adopt", known=True, missing=["EFA installer " + efa_plan["version"]])
+        return decision
+    return decision | _adopt(efa_plan, marker, installed, packages)
+
+
+def recorded_packages(marker: str) -> dict[str, str]:
+    """Package -> version the installer recorded under '# Packages installed:' on Debian and Ubuntu, where it
+    writes each as its .deb file name without the suffix, name_version_arch ('ibacm_25.0-1_amd64')."""
+    found: dict[str, str] = {}
+    for line in (marker or "").splitlines():
+        if line.startswith("#"):
+            continue
+        for word in line.split():
+            name, _sep, rest = word.partition("_")
+            version, _sep, arch = rest.rpartition("_")
+            if name and version and arch:
+                found[name] = version
+    return found
+
+
+def _adopt(efa_plan: dict[str, Any], marker: str, installed: str, packages: dict[str, Any] | None) -> dict[str, Any]:
+    """Adopt mode on a host whose image ran the EFA installer: accepted and held, or refused with the way out."""
+    version = str(efa_plan["version"])
+
+    def refused(why: str) -> dict[str, Any]:
+        return {"adopt": adopt.adoption("adopt", known=packages is not None, refused=f"{MODE_VARIABLE} 'adopt': {why}")}
+
+    if not VERSION_RE.match(installed) or not at_least(installed, version):
+        return refused(
+            f"the image's EFA installer {installed} ({MARKER_FILE}) is older than aws_efa_version {version}, the "
+            f"floor in adopt mode; accepted: {version} or newer; lower aws_efa_version to keep the image's, or "
+            f"{MODE_VARIABLE} 'install' replaces it"
+        )
+    live = adopt.installed_versions({"packages": packages}) if packages is not None else None
+    if live is None:
+        raise ValueError("adopt mode needs the installed packages (package_facts) to hold the image's EFA packages")
+    recorded = recorded_packages(marker)
+    gone = sorted(name for name in recorded if name not in live)
+    if not recorded or gone:
+        what = f"recorded {', '.join(gone)}, which dpkg does not have" if gone else "recorded no Debian packages"
+        return refused(
+            f"the image's EFA installer {installed} {what} ({MARKER_FILE}); {MODE_VARIABLE} 'install' runs the "
+            "installer again"
+        )
+    found = {name: live[name] for name in recorded}
+    return {
+        "adopt": adopt.adoption("adopt", known=True, found=found),
+        "hold": [adopt.hold_step(found, PREFERENCES)],
     }
 
 

@@ -488,6 +488,8 @@ def nvidia_driver_version(sysfs: Sysfs) -> str | None:
     return sysfs.text("/sys/module/nvidia/version", required=False) or None
 
 
+# AWS's EFA installer's record of its version and the packages it installed (aws_efa.MARKER_FILE).
+EFA_INSTALLER_MARKER = "/opt/amazon/efa_installed_packages"
 # The package database of Debian and Ubuntu; RPM's is binary (rpmdb.sqlite) and not read here.
 DPKG_STATUS = "/var/lib/dpkg/status"
 # The GPU and network stack's packages, by name prefix: what an image ships that gpufabric's host-stack roles adopt
@@ -501,6 +503,12 @@ STACK_PACKAGE_PREFIXES = (
     "ibverbs-",
     "libibverbs",
     "librdmacm",
+    "rdmacm-utils",
+    "ibacm",
+    "libibumad",
+    "libibmad",
+    "libibnetdisc",
+    "python3-pyverbs",
     "infiniband-diags",
     "perftest",
     "mlnx-",
@@ -547,6 +555,8 @@ def host(sysfs: Sysfs, packages: bool = False) -> dict[str, Any]:
         "mlx5_core_version": sysfs.text("/sys/module/mlx5_core/version", required=False) or None,
         # Read only when asked (`gpufabric plan --probe`): the facts are copied into every later task of a play.
         "packages": stack_packages(sysfs) if packages else None,
+        # What AWS's EFA installer recorded (its version and packages), which the aws_efa role's adopt mode reads.
+        "efa_installer": (sysfs.text(EFA_INSTALLER_MARKER, required=False) or "") if packages else None,
     }
 
 

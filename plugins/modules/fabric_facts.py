@@ -24,8 +24,9 @@ options:
     default: /
   packages:
     description:
-      - Also read the installed GPU and network stack packages from dpkg's database (C(host.packages)), as
-        C(gpufabric plan --probe) does; off by default, since the facts are copied into every later task of a play.
+      - Also read the installed GPU and network stack packages from dpkg's database (C(host.packages)) and AWS's
+        EFA installer record (C(host.efa_installer)), as C(gpufabric plan --probe) does; off by default, since the
+        facts are copied into every later task of a play.
     type: bool
     default: false
 attributes:
@@ -175,7 +176,9 @@ ansible_facts:
               C(nvidia_peermem), C(nvidia_uvm), C(ib_core), C(mlx5_core), C(mlx5_ib), C(ib_umad), C(efa) and
               C(gve) is loaded), C(nvidia_driver_version) and C(mlx5_core_version) (null when not reported),
               C(packages) (with O(packages), the installed GPU and network stack packages and their versions, from
-              dpkg's database below O(root); null without one, as on RPM hosts, and without O(packages)).
+              dpkg's database below O(root); null without one, as on RPM hosts, and without O(packages)),
+              C(efa_installer) (with O(packages), the text of C(/opt/amazon/efa_installed_packages), empty when
+              absent; null without O(packages)).
           type: dict
         unreadable:
           description:

@@ -364,8 +364,12 @@ def test_install_reasons():
     assert efa.install_decision(plan, MARKER_1_22, "") == {
         "installed": "1.22.0",
         "reason": "EFA installer 1.22.0 is installed; the pin is 1.41.0",
+        "adopt": {"mode": "install", "known": False, "found": {}, "missing": [], "refused": ""},
+        "hold": [],
+        "release": [],  # an RPM host's record: nothing for dpkg to release
+        "preferences": "/etc/apt/preferences.d/gpufabric-aws-efa-adopted.pref",
     }
-    assert efa.install_decision(plan, marker, state) == {"installed": "1.41.0", "reason": ""}
+    assert efa.install_decision(plan, marker, state)["reason"] == ""
     # A host with the pin preinstalled (e.g. an AMI) and no record of the role is kept.
     assert efa.install_decision(plan, marker, "")["reason"] == ""
     assert efa.install_decision(plan_of(minimal=True), marker, state)["reason"].startswith(
