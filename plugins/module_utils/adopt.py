@@ -16,6 +16,7 @@ adopted stack.
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
@@ -69,6 +70,13 @@ def installed_versions(facts: dict[str, Any]) -> dict[str, str] | None:
     if packages is None:
         return None
     return {str(name): str(entries[0].get("version", "")) for name, entries in packages.items() if entries}
+
+
+def version_numbers(version: str) -> tuple[int, ...]:
+    """The numbers of a package's upstream version, for a floor: '1:570.195.03-0ubuntu0.22.04.2' -> (570, 195, 3),
+    '1.1.0-1' -> (1, 1, 0). The epoch and the Debian revision do not move a floor."""
+    upstream = version.split(":", 1)[-1].split("-", 1)[0]
+    return tuple(int(part) for part in re.findall(r"\d+", upstream))
 
 
 def hold_step(found: dict[str, str], preferences: str, pin_priority: int = 1001) -> PackageStep:

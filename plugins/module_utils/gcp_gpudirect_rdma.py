@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
 from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_common import (
     TRANSPORT_PACKAGE,
     transport_needed,
@@ -28,6 +29,11 @@ FABRIC = "gpudirect_rdma"
 # Profiles of the built-in catalog with this fabric (named in error messages only).
 BUILTIN_PROFILES = ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g")
 PACKAGE = "nccl-gib"
+# The role variable that selects install or adopt (adopt.MODES), named in the plan's messages.
+MODE_VARIABLE = "gcp_gpudirect_rdma_provision"
+# Adopt mode's record of what it holds: the image's nccl-gib at its installed version
+# (supply_chain.PREFERENCES_DIR/<name>.pref).
+ADOPT_PREFERENCES = "gpufabric-gib-adopted"
 # Distributions and releases the role installs on: APT systems GCP offers for A3 Ultra and A4.
 SUPPORTED = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
 REPO_SCHEMES = ("ar+https://", "https://", "http://", "file:")
@@ -113,6 +119,8 @@ class GcpGpudirectRdmaPlan(TypedDict):
     plugin_pattern: str  # file name pattern of the NCCL net plugin in lib_dirs
     files: list[str]  # absolute files the env names, checked after install
     nics: dict[str, Any]  # the profile's NICs
+    adopt: Adoption  # adopt mode: the image's nccl-gib, adopted or refused; install mode's is empty
+    stale_preferences: list[str]  # install mode: adopt mode's preferences file, removed (its pin would outlive it)
 
 
 def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, errors: list[str]) -> Repo:
@@ -226,6 +234,10 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
             f"gcp_gpudirect_rdma_version {version!r} is not accepted; accepted: the exact Debian version of "
             f"{PACKAGE}, e.g. 1.1.0 (`apt-cache madison {PACKAGE}` lists them)"
         )
+    mode = str(settings.get("mode") or "install")
+    mode_error = adopt.mode_error(mode, MODE_VARIABLE)
+    if mode_error:
+        errors.append(mode_error)
     fail_on = settings.get("env_fail_on")
     if fail_on not in FAIL_ON:
         errors.append(f"gcp_gpudirect_rdma_env_fail_on {fail_on!r} is not accepted; accepted: {', '.join(FAIL_ON)}")
@@ -261,7 +273,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     files = [env[name] for name in FILE_VARIABLES if env.get(name, "").startswith("/")]
     installed = facts.get("packages") or {}
     gib_install = _install(gib, [{"name": PACKAGE, "version": version}])
-    return {
+    result: GcpGpudirectRdmaPlan = {
         "profile": profile,
         "errors": errors,
         "warnings": [],
@@ -281,6 +293,61 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "plugin_pattern": PLUGIN_PATTERN,
         "files": files,
         "nics": host_plan.get("nics") or {},
+        "adopt": adopt.adoption(),
+        "stale_preferences": [] if mode == "adopt" else [f"{supply_chain.PREFERENCES_DIR}/{ADOPT_PREFERENCES}.pref"],
+    }
+    if mode == "adopt" and not errors:
+        result.update(_adopt(result, version, facts))  # type: ignore[typeddict-item]
+    return result
+
+
+def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """Adopt mode: the image's nccl-gib at the floor (gcp_gpudirect_rdma_version) or newer is held at its installed
+    version, and no repository is configured; an older one is refused; none is installed as install mode would."""
+    installed = adopt.installed_versions(facts)
+    if installed is None:
+        # `gpufabric plan` without --probe: the role reads the packages on the host (package_facts).
+        return {
+            "warnings": [
+                f"{MODE_VARIABLE} 'adopt': whether the image ships {PACKAGE} is read on the host, so it is not known "
+                "here (`gpufabric plan --probe` reads it); shown: nothing"
+            ],
+            "supply": [],
+            "adopt": adopt.adoption("adopt"),
+        }
+    shipped = installed.get(PACKAGE)
+    if shipped is None:
+        # Installed as install mode would, pinned in adopt mode's file: the next run adopts the same version into
+        # the same file, so it changes nothing.
+        gib_install = {**result["gib_install"], "preferences": ADOPT_PREFERENCES}
+        return {
+            "gib_install": gib_install,
+            "supply": [*([result["transport_install"]] if result["transport_install"] else []), gib_install],
+            "adopt": adopt.adoption("adopt", known=True, missing=[PACKAGE]),
+        }
+    if adopt.version_numbers(shipped) < adopt.version_numbers(floor):
+        refusal = (
+            f"{MODE_VARIABLE} 'adopt': the image's {PACKAGE} {shipped} is older than gcp_gpudirect_rdma_version "
+            f"{floor}, the floor in adopt mode; accepted: {floor} or newer; lower gcp_gpudirect_rdma_version to "
+            f"keep the image's, or {MODE_VARIABLE} 'install' replaces it"
+        )
+        return {
+            "errors": [*result["errors"], refusal],
+            "adopt": adopt.adoption("adopt", known=True, found={PACKAGE: shipped}, refused=refusal),
+        }
+    hold = adopt.hold_step({PACKAGE: shipped}, ADOPT_PREFERENCES)
+    return {
+        "transport": False,
+        "repos": [],
+        "transport_repo": None,
+        "packages": [_package(PACKAGE, shipped)],
+        "transport_packages": [],
+        "holds": [PACKAGE],
+        "pending": [],
+        "transport_install": None,
+        "gib_install": hold,
+        "supply": [hold],
+        "adopt": adopt.adoption("adopt", known=True, found={PACKAGE: shipped}),
     }
 
 

@@ -477,7 +477,7 @@ def _adopt(
             f"{MODE_VARIABLE} 'adopt': the image carries more than one driver ({name} {installed_version}, "
             f"{', '.join(others)}); accepted: one driver version; {MODE_VARIABLE} 'install' replaces them"
         )
-    if shipped.split(".", 1)[0] != branch or _numbers(shipped) < _numbers(floor):
+    if shipped.split(".", 1)[0] != branch or adopt.version_numbers(shipped) < adopt.version_numbers(floor):
         raise Refused(
             f"{MODE_VARIABLE} 'adopt': the image's driver {name} {installed_version} (driver {shipped}) is not "
             f"accepted; accepted: branch {branch} (nvidia_driver_branch) at {floor} or newer (nvidia_driver_version, "
@@ -581,11 +581,6 @@ def _adopt(
     result["supply"] = steps
     result["adopt"] = adopt.adoption("adopt", known=True, found=shipped_set | adopted, missing=list(wanted))
     return result
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    """'570.195.03' -> (570, 195, 3): upstream versions compared as numbers."""
-    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: list[str]) -> list[str]:

@@ -65,7 +65,7 @@ KNOWN_ROLES = (
 
 # The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
-ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa")
+ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma")
 # How a host's network interfaces are named: systemd's predictable names, or eth0, eth1, ... with net.ifnames=0.
 INTERFACE_NAMINGS = ("predictable", "net_ifnames_0")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).

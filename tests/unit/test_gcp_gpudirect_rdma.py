@@ -486,3 +486,64 @@ def test_library_path_only_needs_the_catalog_directories():
     assert [(item["severity"], item["message"]) for item in found] == [
         ("warning", "LD_LIBRARY_PATH: set_nccl_env.sh sets '/opt/other', without the catalog's /usr/local/gib/lib64")
     ]
+
+
+# ---------------------------------------------------------------------------
+# Adopt mode: an image's nccl-gib (cluster-toolkit's gIB images hold it) kept at or above the floor
+# ---------------------------------------------------------------------------
+
+
+def adopt_plan(installed: dict[str, str] | None, **overrides: object) -> dict:
+    facts = dict(JAMMY)
+    if installed is not None:
+        facts["packages"] = {name: [{"version": version}] for name, version in installed.items()}
+    return gib.plan(settings(**{"mode": "adopt", **MIRROR, **overrides}), catalog_plan(), facts)
+
+
+def test_adopt_holds_the_images_nccl_gib_and_configures_no_repository():
+    plan = adopt_plan({"nccl-gib": "1.1.1"})
+    assert plan["errors"] == [] and plan["adopt"]["found"] == {"nccl-gib": "1.1.1"}
+    (step,) = plan["supply"]
+    assert step["repositories"] == [] and step["keys"] == [] and step["preferences"] == "gpufabric-gib-adopted"
+    assert [(pin["name"], pin["version"], pin["hold"]) for pin in step["packages"]] == [("nccl-gib", "1.1.1", True)]
+    assert plan["gib_install"] == step and not plan["transport"] and plan["stale_preferences"] == []
+    # The role's verify entry point checks the adopted version.
+    assert plan["packages"] == [{"name": "nccl-gib", "version": "1.1.1", "spec": "nccl-gib=1.1.1"}]
+
+
+def test_adopt_refuses_an_older_nccl_gib_naming_both_versions_and_the_way_out():
+    plan = adopt_plan({"nccl-gib": "1.0.6-1"})
+    refusal = (
+        "gcp_gpudirect_rdma_provision 'adopt': the image's nccl-gib 1.0.6-1 is older than gcp_gpudirect_rdma_version "
+        "1.1.0, the floor in adopt mode; accepted: 1.1.0 or newer; lower gcp_gpudirect_rdma_version to keep the "
+        "image's, or gcp_gpudirect_rdma_provision 'install' replaces it"
+    )
+    assert plan["errors"] == [refusal] and plan["adopt"]["refused"] == refusal
+
+
+def test_adopt_without_nccl_gib_installs_it_into_adopt_modes_file_so_the_next_run_changes_nothing():
+    first = adopt_plan({})
+    assert first["adopt"]["missing"] == ["nccl-gib"]
+    (step,) = first["supply"]
+    assert step["repositories"][0]["name"] == "gpufabric-gib" and step["preferences"] == "gpufabric-gib-adopted"
+    second = adopt_plan({"nccl-gib": "1.1.0"})
+
+    def pins(install: dict) -> list:  # what vendor_packages writes and holds (the repository only names a source)
+        return [(pin["name"], pin["version"], pin["hold"]) for pin in install["packages"]], install["preferences"]
+
+    assert pins(second["gib_install"]) == pins(step)
+
+
+def test_adopt_without_the_packages_read_shows_nothing_and_says_why():
+    plan = adopt_plan(None)
+    assert plan["supply"] == [] and plan["adopt"]["known"] is False
+    assert "is read on the host" in plan["warnings"][0]
+
+
+def test_install_mode_removes_adopt_modes_file_and_a_bad_mode_is_refused():
+    assert gib.plan(settings(**MIRROR), catalog_plan(), JAMMY)["stale_preferences"] == [
+        "/etc/apt/preferences.d/gpufabric-gib-adopted.pref"
+    ]
+    assert "gcp_gpudirect_rdma_provision 'keep' is not accepted; accepted: install, adopt" in adopt_plan(
+        {}, mode="keep"
+    )["errors"]
