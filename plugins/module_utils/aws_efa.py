@@ -458,7 +458,12 @@ def _adopt(efa_plan: dict[str, Any], marker: str, installed: str, packages: dict
     def refused(why: str) -> dict[str, Any]:
         return {"adopt": adopt.adoption("adopt", known=packages is not None, refused=f"{MODE_VARIABLE} 'adopt': {why}")}
 
-    if not VERSION_RE.match(installed) or not at_least(installed, version):
+    if not VERSION_RE.match(installed):
+        return refused(
+            f"the image's EFA installer records version '{installed}' ({MARKER_FILE}), not a release version X.Y.Z "
+            f"to hold to the floor aws_efa_version {version}; {MODE_VARIABLE} 'install' replaces it"
+        )
+    if not at_least(installed, version):
         return refused(
             f"the image's EFA installer {installed} ({MARKER_FILE}) is older than aws_efa_version {version}, the "
             f"floor in adopt mode; accepted: {version} or newer; lower aws_efa_version to keep the image's, or "

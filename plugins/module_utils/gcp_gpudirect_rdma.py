@@ -242,7 +242,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     if fail_on not in FAIL_ON:
         errors.append(f"gcp_gpudirect_rdma_env_fail_on {fail_on!r} is not accepted; accepted: {', '.join(FAIL_ON)}")
 
-    gib = _repo(settings, "", "repo_", "gpufabric-gib", errors)
+    # The repositories' settings matter only for installing: adopt mode holding the image's nccl-gib ignores them.
+    repo_errors: list[str] = []
+    gib = _repo(settings, "", "repo_", "gpufabric-gib", repo_errors)
     transport = transport_needed(gib["url"])
     repos = [gib]
     packages = [_package(PACKAGE, version)]
@@ -250,10 +252,10 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     # The transport's own vendor_packages run, before gIB's: apt reads an ar+https:// source only once it is installed.
     transport_install: PackageStep | None = None
     if transport:
-        transport_repo = _repo(settings, "ar_transport_", "ar_transport_", "gpufabric-gib-transport", errors)
+        transport_repo = _repo(settings, "ar_transport_", "ar_transport_", "gpufabric-gib-transport", repo_errors)
         transport_version = str(settings.get("ar_transport_version") or "")
         if not VERSION.match(transport_version):
-            errors.append(
+            repo_errors.append(
                 f"gcp_gpudirect_rdma_ar_transport_version {transport_version!r} is not accepted; the ar+https "
                 f"repository {gib['url']} needs {TRANSPORT_PACKAGE} at an exact version: run `apt-cache madison "
                 f"{TRANSPORT_PACKAGE}` on a host with {transport_repo['url']} {transport_repo['suite']} configured, "
@@ -275,7 +277,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     gib_install = _install(gib, [{"name": PACKAGE, "version": version}])
     result: GcpGpudirectRdmaPlan = {
         "profile": profile,
-        "errors": errors,
+        "errors": errors + repo_errors,
         "warnings": [],
         "transport": transport,
         "repos": repos,
@@ -297,11 +299,11 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "stale_preferences": [] if mode == "adopt" else [f"{supply_chain.PREFERENCES_DIR}/{ADOPT_PREFERENCES}.pref"],
     }
     if mode == "adopt" and not errors:
-        result.update(_adopt(result, version, facts))  # type: ignore[typeddict-item]
+        result.update(_adopt(result, version, facts, repo_errors))  # type: ignore[typeddict-item]
     return result
 
 
-def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any]) -> dict[str, Any]:
+def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any], repo_errors: list[str]) -> dict[str, Any]:
     """Adopt mode: the image's nccl-gib at the floor (gcp_gpudirect_rdma_version) or newer is held at its installed
     version, and no repository is configured; an older one is refused; none is installed as install mode would."""
     installed = adopt.installed_versions(facts)
@@ -332,11 +334,12 @@ def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any]) -> d
             f"keep the image's, or {MODE_VARIABLE} 'install' replaces it"
         )
         return {
-            "errors": [*result["errors"], refusal],
+            "errors": [*result["errors"], refusal],  # the way out, install mode, needs the repository too
             "adopt": adopt.adoption("adopt", known=True, found={PACKAGE: shipped}, refused=refusal),
         }
     hold = adopt.hold_step({PACKAGE: shipped}, ADOPT_PREFERENCES)
     return {
+        "errors": [error for error in result["errors"] if error not in repo_errors],
         "transport": False,
         "repos": [],
         "transport_repo": None,

@@ -84,6 +84,12 @@ def test_an_older_installer_is_refused_naming_version_floor_and_the_way_out():
     )
 
 
+def test_a_version_that_is_not_a_release_is_refused_as_such():
+    marker = MARKER.replace("1.43.2", "1.43.2rc1")
+    refused = efa.install_decision(adopt_plan(), marker, "", "adopt", packages(RECORDED))["adopt"]["refused"]
+    assert "records version '1.43.2rc1' (/opt/amazon/efa_installed_packages), not a release version X.Y.Z" in refused
+
+
 def test_a_recorded_package_removed_by_hand_is_refused():
     live = {name: version for name, version in RECORDED.items() if name != "libnccl-ofi"}
     refused = efa.install_decision(adopt_plan(), MARKER, "", "adopt", packages(live))["adopt"]["refused"]

@@ -544,6 +544,17 @@ def test_install_mode_removes_adopt_modes_file_and_a_bad_mode_is_refused():
     assert gib.plan(settings(**MIRROR), catalog_plan(), JAMMY)["stale_preferences"] == [
         "/etc/apt/preferences.d/gpufabric-gib-adopted.pref"
     ]
-    assert "gcp_gpudirect_rdma_provision 'keep' is not accepted; accepted: install, adopt" in adopt_plan(
-        {}, mode="keep"
-    )["errors"]
+    assert (
+        "gcp_gpudirect_rdma_provision 'keep' is not accepted; accepted: install, adopt"
+        in adopt_plan({}, mode="keep")["errors"]
+    )
+
+
+def test_adopting_the_images_nccl_gib_needs_no_repository_settings():
+    """The default ar+https:// repository needs the transport's version to install; holding the image's does not."""
+    facts = {**JAMMY, "packages": {"nccl-gib": [{"version": "1.1.1"}]}}
+    adopted = gib.plan(settings(mode="adopt"), catalog_plan(), facts)
+    assert adopted["errors"] == [] and adopted["adopt"]["found"] == {"nccl-gib": "1.1.1"}
+    # Without nccl-gib the image gets it from the repository, which then needs its settings.
+    lacking = gib.plan(settings(mode="adopt"), catalog_plan(), {**JAMMY, "packages": {}})
+    assert any("gcp_gpudirect_rdma_ar_transport_version" in error for error in lacking["errors"])
