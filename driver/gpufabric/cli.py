@@ -604,7 +604,7 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """The whole life of a fleet on a local lab: up, plan, apply, drift, tamper, drift, remediate, drift, down.
+    """The whole life of a fleet on a local lab: up, plan, apply, drift, tamper, drift --remediate, down.
 
     Needs nothing but this checkout, root and Debian's podman (installed when missing).
     Exit 0 when every step did what it should, 1 otherwise.
