@@ -38,8 +38,8 @@ MARKER_FILE = "/opt/amazon/efa_installed_packages"
 MODE_VARIABLE = "aws_efa_provision"
 # The fact `gpufabric plan --probe` puts the marker's text in ('' when absent); a play's facts do not have it.
 PROBED_MARKER = "efa_installer"
-# Adopt mode's record of what it holds: the image's EFA packages pinned at their installed versions, in
-# supply_chain.PREFERENCES_DIR/<name>.pref.
+# Adopt mode's record of what it holds: the image's EFA packages pinned at their installed versions (the APT
+# preferences file of that name, supply_chain.preferences_path).
 PREFERENCES = "gpufabric-aws-efa-adopted"
 
 # SHA256 of aws-efa-installer-<version>.tar.gz as AWS publishes them in the checksum table of the EC2 user
@@ -391,7 +391,7 @@ def plan(
         "components": components(minimal, list(inputs.get("mpi") or []), flags),
         "ld_library_path": ld_library_path,
         "library_candidates": library_candidates(ld_library_path),
-        "adopt": adopt.adoption(mode) if mode == "adopt" else adopt.adoption(),
+        "adopt": adopt.adoption(mode),
     }
     if mode == "adopt" and "packages" in facts and PROBED_MARKER in facts:
         # `gpufabric plan --probe` read the marker and the packages: the decision the role makes on the host.
@@ -417,10 +417,10 @@ def install_decision(
     decision: InstallDecision = {
         "installed": installed,
         "reason": "",
-        "adopt": adopt.adoption(mode) if mode == "adopt" else adopt.adoption(),
+        "adopt": adopt.adoption(mode),
         "hold": [],
         "release": [],
-        "preferences": f"{supply_chain.PREFERENCES_DIR}/{PREFERENCES}.pref",
+        "preferences": supply_chain.preferences_path(PREFERENCES),
     }
     if mode != "adopt" or installed is None:
         decision["reason"] = install_reason(

@@ -31,8 +31,8 @@ BUILTIN_PROFILES = ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g")
 PACKAGE = "nccl-gib"
 # The role variable that selects install or adopt (adopt.MODES), named in the plan's messages.
 MODE_VARIABLE = "gcp_gpudirect_rdma_provision"
-# Adopt mode's record of what it holds: the image's nccl-gib at its installed version
-# (supply_chain.PREFERENCES_DIR/<name>.pref).
+# Adopt mode's record of what it holds: the image's nccl-gib at its installed version (the APT preferences file
+# of that name, supply_chain.preferences_path).
 ADOPT_PREFERENCES = "gpufabric-gib-adopted"
 # Distributions and releases the role installs on: APT systems GCP offers for A3 Ultra and A4.
 SUPPORTED = {"Debian": ("12", "13"), "Ubuntu": ("22.04", "24.04")}
@@ -296,14 +296,14 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "files": files,
         "nics": host_plan.get("nics") or {},
         "adopt": adopt.adoption(),
-        "stale_preferences": [] if mode == "adopt" else [f"{supply_chain.PREFERENCES_DIR}/{ADOPT_PREFERENCES}.pref"],
+        "stale_preferences": [] if mode == "adopt" else [supply_chain.preferences_path(ADOPT_PREFERENCES)],
     }
     if mode == "adopt" and not errors:
-        result.update(_adopt(result, version, facts, repo_errors))  # type: ignore[typeddict-item]
+        result.update(_adopt(result, version, facts))  # type: ignore[typeddict-item]
     return result
 
 
-def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any], repo_errors: list[str]) -> dict[str, Any]:
+def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any]) -> dict[str, Any]:
     """Adopt mode: the image's nccl-gib at the floor (gcp_gpudirect_rdma_version) or newer is held at its installed
     version, and no repository is configured; an older one is refused; none is installed as install mode would."""
     installed = adopt.installed_versions(facts)
@@ -339,7 +339,8 @@ def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any], repo
         }
     hold = adopt.hold_step({PACKAGE: shipped}, ADOPT_PREFERENCES)
     return {
-        "errors": [error for error in result["errors"] if error not in repo_errors],
+        # Called only without other errors: what is left are the repositories' settings, which holding ignores.
+        "errors": [],
         "transport": False,
         "repos": [],
         "transport_repo": None,

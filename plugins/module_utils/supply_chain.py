@@ -131,10 +131,15 @@ def origin_pin(url: str) -> str:
     return f"origin {host}" if host else ""
 
 
+def preferences_path(name: str) -> str:
+    """Where the APT preferences file ``name`` (a PackageStep's ``preferences``, an apt_pin's name) is."""
+    return f"{PREFERENCES_DIR}/{name}.pref"
+
+
 def apt_pin(name: str, package: str, pin: str, priority: int, managed_by: str, why: str) -> AptPin:
     """The preferences file ``name`` giving ``package`` (or '*') from what ``pin`` selects ``priority``."""
     return {
-        "path": f"{PREFERENCES_DIR}/{name}.pref",
+        "path": preferences_path(name),
         "content": (
             f"# Managed by gpufabric ({managed_by}): local edits are overwritten.\n"
             f"# {why}\n"
