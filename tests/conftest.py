@@ -98,3 +98,11 @@ def recorded_facts(target: str, **more: object) -> dict[str, Any]:
     gathered = json.loads(recording.read_text(encoding="utf-8"))
     facts = {key.removeprefix("ansible_"): value for key, value in gathered.items() if key.startswith("ansible_")}
     return {"architecture": "x86_64", **facts, **more}
+
+
+def package_facts(installed: dict[str, str]) -> dict[str, list[dict[str, str]]]:
+    """Installed packages as ansible.builtin.package_facts lists them on apt (name -> [{name, version, ...}])."""
+    return {
+        name: [{"name": name, "version": version, "arch": "amd64", "category": "misc", "origin": "", "source": "apt"}]
+        for name, version in installed.items()
+    }

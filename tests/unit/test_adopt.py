@@ -13,6 +13,7 @@ import yaml
 
 from gpufabric.collection import module_utils
 from tests import conftest
+from tests.conftest import package_facts
 from tests.unit import test_nvidia_driver_logic
 
 nd = module_utils("nvidia_driver")
@@ -38,14 +39,6 @@ OTHERS = {"nvidia-modprobe": "575.57.08-0ubuntu1", "libnvidia-egl-wayland1": "1:
 # install mode's settings of the driver's own tests, in adopt mode
 SETTINGS = {**test_nvidia_driver_logic.SETTINGS, "mode": "adopt"}
 CUDA_2204 = f"{nd.CUDA_REPO_BASE}/ubuntu2204/x86_64/"
-
-
-def package_facts(installed: dict[str, str]) -> dict[str, list[dict[str, str]]]:
-    """Installed packages as ansible.builtin.package_facts lists them on apt (name -> [{name, version, ...}])."""
-    return {
-        name: [{"name": name, "version": version, "arch": "amd64", "category": "misc", "origin": "", "source": "apt"}]
-        for name, version in installed.items()
-    }
 
 
 def plan(installed: dict[str, str] | None, target: str = "ubuntu2204", **settings: object) -> dict:

@@ -10,6 +10,7 @@ import pytest
 
 from gpufabric import supply
 from gpufabric.collection import module_utils
+from tests.conftest import package_facts
 from tests.unit.test_aws_efa_logic import AL2023, UBUNTU2204, plan_of
 
 efa = module_utils("aws_efa")
@@ -35,11 +36,6 @@ RECORDED = {
 }
 
 
-def packages(versions: dict[str, str]) -> dict[str, list[dict[str, str]]]:
-    """package_facts' layout."""
-    return {name: [{"version": version}] for name, version in versions.items()}
-
-
 def adopt_plan(**overrides):
     return plan_of(mode="adopt", version="1.43.2", sha256=efa.PUBLISHED_SHA256["1.43.2"], **UBUNTU2204, **overrides)
 
@@ -52,7 +48,7 @@ def test_the_record_lists_name_version_arch_and_ignores_rpm_names():
 
 def test_an_ami_at_the_floor_is_kept_and_its_packages_held_at_dpkgs_versions():
     live = RECORDED | {"libnccl-ofi": "1.16.2-1", "unrelated": "1"}  # moved since the installer ran
-    decision = efa.install_decision(adopt_plan(), MARKER, "", "adopt", packages(live))
+    decision = efa.install_decision(adopt_plan(), MARKER, "", "adopt", package_facts(live))
     assert decision["reason"] == ""
     assert decision["adopt"] == {
         "mode": "adopt",
@@ -70,12 +66,12 @@ def test_an_ami_at_the_floor_is_kept_and_its_packages_held_at_dpkgs_versions():
 
 def test_a_newer_installer_than_the_floor_is_kept():
     marker = MARKER.replace("1.43.2", "1.47.0")
-    assert efa.install_decision(adopt_plan(), marker, "", "adopt", packages(RECORDED))["reason"] == ""
+    assert efa.install_decision(adopt_plan(), marker, "", "adopt", package_facts(RECORDED))["reason"] == ""
 
 
 def test_an_older_installer_is_refused_naming_version_floor_and_the_way_out():
     marker = MARKER.replace("1.43.2", "1.38.0")
-    decision = efa.install_decision(adopt_plan(), marker, "", "adopt", packages(RECORDED))
+    decision = efa.install_decision(adopt_plan(), marker, "", "adopt", package_facts(RECORDED))
     assert decision["hold"] == [] and decision["reason"] == ""
     assert decision["adopt"]["refused"] == (
         "aws_efa_provision 'adopt': the image's EFA installer 1.38.0 (/opt/amazon/efa_installed_packages) is older "
@@ -86,19 +82,19 @@ def test_an_older_installer_is_refused_naming_version_floor_and_the_way_out():
 
 def test_a_version_that_is_not_a_release_is_refused_as_such():
     marker = MARKER.replace("1.43.2", "1.43.2rc1")
-    refused = efa.install_decision(adopt_plan(), marker, "", "adopt", packages(RECORDED))["adopt"]["refused"]
+    refused = efa.install_decision(adopt_plan(), marker, "", "adopt", package_facts(RECORDED))["adopt"]["refused"]
     assert "records version '1.43.2rc1' (/opt/amazon/efa_installed_packages), not a release version X.Y.Z" in refused
 
 
 def test_a_recorded_package_removed_by_hand_is_refused():
     live = {name: version for name, version in RECORDED.items() if name != "libnccl-ofi"}
-    refused = efa.install_decision(adopt_plan(), MARKER, "", "adopt", packages(live))["adopt"]["refused"]
+    refused = efa.install_decision(adopt_plan(), MARKER, "", "adopt", package_facts(live))["adopt"]["refused"]
     assert "recorded libnccl-ofi, which dpkg does not have" in refused
     assert refused.endswith("aws_efa_provision 'install' runs the installer again")
 
 
 def test_nothing_installed_runs_the_installer_as_install_mode_would():
-    decision = efa.install_decision(adopt_plan(), "", "", "adopt", packages({}))
+    decision = efa.install_decision(adopt_plan(), "", "", "adopt", package_facts({}))
     assert decision["reason"].startswith("no EFA software installed")
     assert decision["adopt"]["missing"] == ["EFA installer 1.43.2"] and decision["hold"] == []
 
@@ -106,7 +102,7 @@ def test_nothing_installed_runs_the_installer_as_install_mode_would():
 def test_install_mode_replaces_an_ami_at_another_version():
     plan = plan_of(version="1.43.2", sha256=efa.PUBLISHED_SHA256["1.43.2"], **UBUNTU2204)
     marker = MARKER.replace("1.43.2", "1.47.0")
-    decision = efa.install_decision(plan, marker, "", "install", packages(RECORDED))
+    decision = efa.install_decision(plan, marker, "", "install", package_facts(RECORDED))
     assert decision["reason"] == "EFA installer 1.47.0 is installed; the pin is 1.43.2" and decision["hold"] == []
     # The installer removes what it recorded, which dpkg refuses while adopt mode (an earlier run) holds it.
     assert decision["release"] == sorted(RECORDED)

@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
-from tests.conftest import recorded_facts
+from tests.conftest import package_facts, recorded_facts
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gcp_gpudirect_rdma"
@@ -496,7 +496,7 @@ def test_library_path_only_needs_the_catalog_directories():
 def adopt_plan(installed: dict[str, str] | None, **overrides: object) -> dict:
     facts = dict(JAMMY)
     if installed is not None:
-        facts["packages"] = {name: [{"version": version}] for name, version in installed.items()}
+        facts["packages"] = package_facts(installed)
     return gib.plan(settings(**{"mode": "adopt", **MIRROR, **overrides}), catalog_plan(), facts)
 
 

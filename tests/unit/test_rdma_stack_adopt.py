@@ -10,6 +10,7 @@ import pytest
 
 from gpufabric.collection import module_utils
 from tests import conftest
+from tests.conftest import package_facts
 
 rdma = module_utils("rdma_stack")
 adopt = module_utils("adopt")
@@ -35,14 +36,6 @@ DOCA = {
     "doca_key_fingerprints": ["0123 4567 89AB CDEF 0123 4567 89AB CDEF 0123 4567"],
 }
 INBOX = {"flavor": "inbox", "fabric": "infiniband"}
-
-
-def package_facts(installed: dict[str, str]) -> dict[str, list[dict[str, str]]]:
-    """Installed packages as ansible.builtin.package_facts lists them on apt (name -> [{name, version, ...}])."""
-    return {
-        name: [{"name": name, "version": version, "arch": "amd64", "category": "misc", "origin": "", "source": "apt"}]
-        for name, version in installed.items()
-    }
 
 
 def plan(installed: dict[str, str] | None, target: str = "ubuntu2204", mode: str = "adopt", **settings: object):
