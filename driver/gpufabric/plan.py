@@ -15,7 +15,7 @@ from rich.text import Text
 from gpufabric import catalog as fabric_catalog
 from gpufabric import probe as hardware_probe
 from gpufabric import supply
-from gpufabric.collection import plugin_utils
+from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import as_play_sees, host_vars
 
@@ -194,14 +194,33 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
                         "held" if pin["hold"] else "-",
                     )
                     packages.add_row(*(Text(cell) for cell in row))
+        fetched = Table(title=f"{title}: fetched outside package repositories", title_justify="left")
+        for column in ("role", "kind", "what", "source", "checksum"):
+            fetched.add_column(column, no_wrap=column != "source")
+        for role, artifacts in chain.get("artifacts", {}).items():
+            for artifact in artifacts:
+                row = (role, artifact["kind"], artifact["name"], artifact["source"], artifact["checksum"])
+                fetched.add_row(*(Text(cell) for cell in row))
         console.print()
         if repositories.row_count:
             console.print(repositories)
         console.print(packages if packages.row_count else f"{escape(title)}: no packages")
+        if fetched.row_count:
+            console.print(fetched)
         for role, pins in chain.get("apt_pins", {}).items():
             for pin in pins:
                 rule = " ".join(line for line in pin["content"].splitlines() if not line.startswith("#"))
                 console.print(f"  {role}: APT preferences {pin['path']}: {rule}", markup=False, highlight=False)
+        for role, steps in chain["roles"].items():
+            preferences_path = module_utils("supply_chain").preferences_path
+            released = [preferences_path(name) for step in steps for name in step.get("release", [])]
+            if released:
+                console.print(
+                    f"  {role}: removes {', '.join(released)} where present (the other provision mode's record) "
+                    "and releases the holds only it explains",
+                    markup=False,
+                    highlight=False,
+                )
         for role, adoption in chain.get("adopt", {}).items():
             console.print(f"  {role}: {adoption_line(adoption)}", markup=False, highlight=False)
         for error in chain["errors"]:

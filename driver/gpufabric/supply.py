@@ -29,10 +29,10 @@ ROLES_TASK = "Run the plan's roles in order"
 def host_supply(
     host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any], os_name: str, os_from: str
 ) -> dict[str, Any]:
-    """{"os", "os_from", "roles": {role: [PackageStep]}, "apt_pins": {role: [AptPin]}, "adopt": {role: Adoption},
-    "errors": [...], "note"} for one host. A role in adopt mode (plugins/module_utils/adopt.py) lists what it
-    found on the image and what it installs because the image lacks it; without --probe the image's packages are
-    not known here.
+    """{"os", "os_from", "roles": {role: [PackageStep]}, "apt_pins": {role: [AptPin]},
+    "artifacts": {role: [Artifact]}, "adopt": {role: Adoption}, "errors": [...], "note"} for one host. A role in
+    adopt mode (plugins/module_utils/adopt.py) lists what it found on the image and what it installs because the
+    image lacks it; without --probe the image's packages are not known here.
 
     ``hostvars`` are the inventory's variables of the host as ansible-inventory lists them (an unsafe value,
     {"__ansible_unsafe": text}, stays untrusted: never templated, as in a play).
@@ -63,6 +63,9 @@ def host_supply(
         adoption = role_plan.get("adopt") or {}
         if adoption.get("mode") == "adopt":
             result["adopt"][role] = adoption
+        if role_plan.get("artifacts") and not role_plan.get("errors"):
+            # Tarballs checked by their SHA256 and images pulled by digest: fetched outside a package repository.
+            result["artifacts"][role] = role_plan["artifacts"]
         if "supply" not in role_plan:
             continue
         if role_plan.get("apt_pins") and not role_plan.get("errors"):
@@ -155,7 +158,16 @@ def _role_variables(
 
 def unknown_os(note: str) -> dict[str, Any]:
     """The supply section of a host whose OS is not known: nothing is computed, the note says why."""
-    return {"os": None, "os_from": None, "roles": {}, "apt_pins": {}, "adopt": {}, "errors": [], "note": note}
+    return {
+        "os": None,
+        "os_from": None,
+        "roles": {},
+        "apt_pins": {},
+        "artifacts": {},
+        "adopt": {},
+        "errors": [],
+        "note": note,
+    }
 
 
 def host_facts(

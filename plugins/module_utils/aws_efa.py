@@ -27,7 +27,7 @@ from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
-from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackageStep
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import Artifact, PackageStep
 
 DEFAULT_BASE_URL = "https://efa-installer.amazonaws.com"
 VERIFY_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-verify.html"
@@ -320,6 +320,7 @@ class AwsEfaPlan(TypedDict, total=False):
     components: list[str]  # what the installer installs besides the kernel module and rdma-core
     ld_library_path: str  # the tier's LD_LIBRARY_PATH (catalog environment)
     library_candidates: list[str]  # the files that prove each LD_LIBRARY_PATH directory holds its library
+    artifacts: list[Artifact]  # the installer tarball, by its SHA256: what `gpufabric plan` shows as fetched
 
 
 class InstallDecision(TypedDict):
@@ -327,8 +328,7 @@ class InstallDecision(TypedDict):
     reason: str  # why the installer must run; '' when it need not
     adopt: Adoption  # adopt mode: what the image's installer put there, adopted or refused
     hold: list[PackageStep]  # adopt mode: the image's EFA packages held at their installed versions (one step)
-    release: list[str]  # before the installer runs: the recorded packages, which adopt mode may have held
-    preferences: str  # adopt mode's preferences file, removed before the installer runs
+    release: list[str]  # before the installer runs: adopt mode's record (preferences), removed, its holds released
 
 
 def plan(
@@ -393,9 +393,16 @@ def plan(
         "library_candidates": library_candidates(ld_library_path),
         "adopt": adopt.adoption(mode),
     }
+    # What the installer tasks download (get_url with this checksum) when the installer runs.
+    result["artifacts"] = [
+        supply_chain.artifact("tarball", f"aws-efa-installer {version}", result["url"], f"sha256:{result['sha256']}")
+    ]
     if mode == "adopt" and "packages" in facts and PROBED_MARKER in facts:
         # `gpufabric plan --probe` read the marker and the packages: the decision the role makes on the host.
-        result["adopt"] = install_decision(result, str(facts[PROBED_MARKER]), "", mode, facts["packages"])["adopt"]
+        decision = install_decision(result, str(facts[PROBED_MARKER]), "", mode, facts["packages"])
+        result["adopt"] = decision["adopt"]
+        if not decision["reason"]:
+            result["artifacts"] = []  # the image's installer is kept: nothing is downloaded
     return result
 
 
@@ -420,7 +427,6 @@ def install_decision(
         "adopt": adopt.adoption(mode),
         "hold": [],
         "release": [],
-        "preferences": supply_chain.preferences_path(PREFERENCES),
     }
     if mode != "adopt" or installed is None:
         decision["reason"] = install_reason(
@@ -429,7 +435,7 @@ def install_decision(
         if decision["reason"]:
             # The installer removes what it recorded before installing its release, and dpkg does not remove a
             # held package: what adopt mode held (when the host was adopted before) is released first.
-            decision["release"] = sorted(recorded_packages(marker))
+            decision["release"] = [PREFERENCES]
         if mode == "adopt":
             decision["adopt"] = adopt.adoption("adopt", known=True, missing=["EFA installer " + efa_plan["version"]])
         return decision

@@ -120,7 +120,6 @@ class GcpGpudirectRdmaPlan(TypedDict):
     files: list[str]  # absolute files the env names, checked after install
     nics: dict[str, Any]  # the profile's NICs
     adopt: Adoption  # adopt mode: the image's nccl-gib, adopted or refused; install mode's is empty
-    stale_preferences: list[str]  # install mode: adopt mode's preferences file, removed (its pin would outlive it)
 
 
 def _repo(settings: dict[str, Any], prefix: str, key_prefix: str, name: str, errors: list[str]) -> Repo:
@@ -275,6 +274,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     files = [env[name] for name in FILE_VARIABLES if env.get(name, "").startswith("/")]
     installed = facts.get("packages") or {}
     gib_install = _install(gib, [{"name": PACKAGE, "version": version}])
+    # Adopt mode's record, when the host was adopted before: its pin would hold nccl-gib at the adopted version.
+    gib_install["release"] = [ADOPT_PREFERENCES]
     result: GcpGpudirectRdmaPlan = {
         "profile": profile,
         "errors": errors + repo_errors,
@@ -296,7 +297,6 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "files": files,
         "nics": host_plan.get("nics") or {},
         "adopt": adopt.adoption(),
-        "stale_preferences": [] if mode == "adopt" else [supply_chain.preferences_path(ADOPT_PREFERENCES)],
     }
     if mode == "adopt" and not errors:
         result.update(_adopt(result, version, facts))  # type: ignore[typeddict-item]
@@ -321,7 +321,7 @@ def _adopt(result: GcpGpudirectRdmaPlan, floor: str, facts: dict[str, Any]) -> d
     if shipped is None:
         # Installed as install mode would, pinned in adopt mode's file: the next run adopts the same version into
         # the same file, so it changes nothing.
-        gib_install = {**result["gib_install"], "preferences": ADOPT_PREFERENCES}
+        gib_install = {**result["gib_install"], "preferences": ADOPT_PREFERENCES, "release": []}
         return {
             "gib_install": gib_install,
             "supply": [*([result["transport_install"]] if result["transport_install"] else []), gib_install],

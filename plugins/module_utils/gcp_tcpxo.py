@@ -290,6 +290,7 @@ class GcpTcpxoPlan(_Refused, total=False):
     first_install: PackageStep  # the transport and the distribution's packages, before the ar+https:// source
     tcpxo_install: PackageStep  # dmabuf-import-helper from the TCPXO repository
     supply: list[PackageStep]  # both, in order: what gpufabric plan shows
+    artifacts: list[supply_chain.Artifact]  # the RxDM and plugin images by digest
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> GcpTcpxoPlan:
@@ -439,6 +440,11 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "first_install": steps["first"],
         "tcpxo_install": steps["tcpxo"],
         "supply": [steps["first"], steps["tcpxo"]],
+        # The images by digest: what `gpufabric plan` shows as fetched.
+        "artifacts": [
+            supply_chain.artifact("image", f"{kind} {settings.get(f'{kind}_tag', '')}", ref, ref.split("@")[-1])
+            for kind, ref in (("rxdm", rxdm_ref), ("plugin", plugin_ref))
+        ],
     }
 
 

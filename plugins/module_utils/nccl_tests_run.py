@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+
 # Test programs of nccl-tests (build/<name>_perf), nccl-tests.md section 5.
 COLLECTIVES = (
     "all_reduce",
@@ -160,6 +162,7 @@ class NcclTestsPlan(TypedDict, total=False):
     version: str | None
     sha256: str
     url: str  # the tarball's URL
+    artifacts: list[supply_chain.Artifact]  # the tarball by its SHA256: what `gpufabric plan` shows as fetched
     published_sha256: str  # what spack pins for this version ('' when it pins none)
     tarball: str
     work_dir: str
@@ -263,6 +266,8 @@ def plan(
             "version": version,
             "sha256": sha256,
             "url": url,
+            # What install-source.yml downloads (get_url with this checksum): `gpufabric plan` shows it.
+            "artifacts": [supply_chain.artifact("tarball", f"nccl-tests {version}", url, f"sha256:{sha256}")],
             "published_sha256": published or "",
             "tarball": f"{work_dir}/nccl-tests-{version}.tar.gz",
             "work_dir": work_dir,

@@ -384,7 +384,14 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     pins: list[PackagePin] = [supply_chain.package(name, pin, repository) for name, pin in versions.items()]
     steps.append(
         supply_chain.step(
-            pins, repositories=repositories, keys=keys, preferences=PREFERENCES, pin_priority=PIN_PRIORITY
+            pins,
+            repositories=repositories,
+            keys=keys,
+            preferences=PREFERENCES,
+            pin_priority=PIN_PRIORITY,
+            # Adopt mode's files, when the host was adopted before: the CUDA repository back at its priority, and
+            # the image's packages this step does not pin released (dpkg does not replace a held package).
+            release=[OWN_PREFERENCES, CUDA_REPO_PRIORITY_FILE],
         )
     )
     install = {

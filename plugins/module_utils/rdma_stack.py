@@ -337,9 +337,12 @@ def _supply(
     ]
     packages += [supply_chain.package(name, "", repository, hold=True) for name in unversioned]
     packages += [supply_chain.package(name, "", "", hold=False) for name in unheld]
+    # Adopt mode's record, when the host was adopted before: the image's packages this step does not hold are
+    # released (dpkg does not replace a held package).
+    release = [ADOPT_PREFERENCES]
     repo = result["repo"]
     if repo is None:
-        return [supply_chain.step(packages)]
+        return [supply_chain.step(packages, release=release)]
     key = supply_chain.key(
         DOCA_REPOSITORY,
         repo["keyring"],
@@ -351,7 +354,7 @@ def _supply(
     source = supply_chain.repository(
         DOCA_REPOSITORY, repo["url"], repo["suites"], repo["keyring"], components=repo["components"]
     )
-    return [supply_chain.step(packages, [source], [key])]
+    return [supply_chain.step(packages, [source], [key], release=release)]
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> RdmaStackPlan:

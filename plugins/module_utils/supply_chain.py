@@ -5,6 +5,9 @@ A role that installs packages puts ``supply``, a list of PackageStep, in its pla
 step to the modules unchanged: every key to gpufabric.cluster.repo_key, then the repositories, packages,
 preferences and pin priority to gpufabric.cluster.vendor_packages. `gpufabric plan` calls the same plan
 functions and shows the same steps as the host's supply chain, so what a reviewer reads is what runs.
+
+What a role fetches outside a package repository (an installer or source tarball checked by its SHA256, a
+container image pulled by its digest) it lists as ``artifacts``, built here from the same values its tasks use.
 """
 
 from __future__ import annotations
@@ -64,6 +67,20 @@ class PackageStep(TypedDict):
     packages: list[PackagePin]
     preferences: str  # APT preferences file pinning the versioned packages; '' for none
     pin_priority: int
+    release: list[str]  # preferences files of the role's other provision mode: removed, their holds released
+
+
+class Artifact(TypedDict):
+    """Something a role fetches outside a package repository, pinned by a checksum."""
+
+    kind: str  # tarball (ansible.builtin.get_url with the checksum) or image (pulled by digest)
+    name: str  # what it is, with its version: aws-efa-installer 1.43.2, the TCPX RxDM image
+    source: str  # the URL, or the image reference registry/name@digest
+    checksum: str  # sha256:<hex> of the file, or the image's digest
+
+
+def artifact(kind: str, name: str, source: str, checksum: str) -> Artifact:
+    return {"kind": kind, "name": name, "source": source, "checksum": checksum}
 
 
 def repository(
@@ -114,6 +131,7 @@ def step(
     keys: list[RepoKey] | None = None,
     preferences: str = "",
     pin_priority: int = 1001,
+    release: list[str] | None = None,
 ) -> PackageStep:
     return {
         "keys": list(keys or []),
@@ -121,6 +139,7 @@ def step(
         "packages": packages,
         "preferences": preferences,
         "pin_priority": pin_priority,
+        "release": list(release or []),
     }
 
 

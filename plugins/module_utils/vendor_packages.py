@@ -9,7 +9,15 @@ manager:
 2. refresh the package index when something must be installed or a source changed, refusing a repository
    whose signature is not trusted;
 3. refuse a pinned version no repository offers, naming the versions it does offer;
-4. write the pins (apt preferences), release the holds on what moves, install the exact versions, hold again.
+4. release what the request no longer manages (below), write the pins (apt preferences), release the holds on
+   what moves, install the exact versions, hold again.
+
+What a request no longer manages loses its hold, so that nothing stays held that no pin of gpufabric's explains:
+the packages its preferences file pinned before and the request no longer lists (a package dropped from a role's
+set), and every package pinned in the preferences files named by ``release`` (what the role's other provision mode
+wrote: adopt mode's record of an image's stack, when a host goes back to install mode) that the request does not
+hold itself; those files are removed. dpkg does not remove a held package, so an install that replaces an adopted
+stack needs its holds released first.
 
 Check mode walks the same steps without writing: files are compared, not written; the index is refreshed only
 when the sources are already in place (a source that would change cannot be consulted before it is written, so
@@ -17,8 +25,9 @@ the versions are then reported unverified); nothing is installed or held.
 
 Backends: ``vendor_packages_apt.Apt`` (Debian, Ubuntu). A dnf backend goes beside it as
 ``vendor_packages_dnf.Dnf`` with the same methods (``sources``, ``pins``, ``installed``, ``refresh``, ``offered``,
-``dependencies``, ``install``, ``set_holds``: .repo files, ``dnf makecache``, ``dnf list --showduplicates``,
-``dnf versionlock``); the module picks the backend by the host's package manager.
+``dependencies``, ``install``, ``set_holds``, ``preferences_path``, ``pinned_names``, ``remove_file``: .repo
+files, ``dnf makecache``, ``dnf list --showduplicates``, ``dnf versionlock``); the module picks the backend by the
+host's package manager.
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ class Request:
     managed_by: str
     pins_from: str
     offer_hint: str
+    release: tuple[str, ...] = ()  # preferences files (names) of the role's other mode: released and removed
 
 
 @dataclass
@@ -81,6 +91,8 @@ class Outcome:
     files: list[str] = field(default_factory=list)
     install: list[str] = field(default_factory=list)
     unhold: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # held packages the request no longer manages: holds released
+    removed: list[str] = field(default_factory=list)  # the release files removed
     hold: list[str] = field(default_factory=list)
     refreshed: bool = False
     verified: bool = True  # False when check mode could not consult a repository that is not in place yet
@@ -88,7 +100,7 @@ class Outcome:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files or self.install or self.unhold or self.hold)
+        return bool(self.files or self.install or self.unhold or self.released or self.hold)
 
 
 class Backend(Protocol):
@@ -105,6 +117,9 @@ class Backend(Protocol):
     def spec(self, package: Package) -> str: ...
     def install(self, specs: list[str]) -> None: ...
     def set_holds(self, names: list[str], hold: bool) -> None: ...
+    def preferences_path(self, name: str) -> str: ...
+    def pinned_names(self, content: str) -> list[str]: ...
+    def remove_file(self, path: str) -> None: ...
 
 
 def _strings(value: Any, where: str, required: bool) -> tuple[str, ...]:
@@ -175,6 +190,13 @@ def parse_request(params: dict[str, Any]) -> Request:
     preferences = str(params.get("preferences") or "")
     if preferences and not REPO_NAME.match(preferences):
         raise VendorPackagesError(f"preferences {preferences!r} is not accepted; accepted: a file name without '/'")
+    release = _strings(params.get("release"), "release", False)
+    for name in release:
+        if not REPO_NAME.match(name) or name == preferences:
+            raise VendorPackagesError(
+                f"release {name!r} is not accepted; accepted: the name of another preferences file (without '/'), "
+                f"not this request's own ({preferences or 'none'})"
+            )
     return Request(
         repositories=repositories,
         packages=packages,
@@ -183,6 +205,7 @@ def parse_request(params: dict[str, Any]) -> Request:
         managed_by=str(params.get("managed_by") or "gpufabric.cluster.vendor_packages"),
         pins_from=pins_from,
         offer_hint=str(params.get("offer_hint") or ""),
+        release=release,
     )
 
 
@@ -252,6 +275,7 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
             problem.outcome = outcome
             raise
 
+    _release(request, backend, outcome)
     _files(backend, backend.pins(request), outcome, write=not check_mode)
     specs = {package.name: backend.spec(package) for package in wanted}
     if specs and outcome.refreshed:
@@ -270,6 +294,11 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
         after = _package_lines(request, {**installed, **_pinned(wanted)}, set(held) | set(outcome.hold))
         outcome.diff.append({"before_header": "packages", "after_header": "packages", "before": before, "after": after})
     if not check_mode:
+        # Released first: apt may have to remove a held package of the other mode's to install this request's.
+        if outcome.released:
+            backend.set_holds(outcome.released, hold=False)
+        for path in outcome.removed:
+            backend.remove_file(path)
         if outcome.unhold:
             backend.set_holds(outcome.unhold, hold=False)
         if outcome.install:
@@ -277,6 +306,40 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
         if outcome.hold:
             backend.set_holds(outcome.hold, hold=True)
     return outcome
+
+
+def _release(request: Request, backend: Backend, outcome: Outcome) -> None:
+    """Record in outcome what the request no longer manages: held packages its own preferences file pinned and it
+    no longer lists, and the files in request.release with the held packages they pin that it does not hold."""
+    listed = {package.name for package in request.packages}
+    kept = {package.name for package in request.packages if package.hold}
+    names: set[str] = set()
+    if request.preferences:
+        own = backend.current_file(backend.preferences_path(request.preferences))
+        names |= set(backend.pinned_names(own or "")) - listed
+    for name in request.release:
+        path = backend.preferences_path(name)
+        content = backend.current_file(path)
+        if content is None:
+            continue
+        names |= set(backend.pinned_names(content)) - kept
+        outcome.files.append(path)
+        outcome.removed.append(path)
+        removal = {"before_header": path, "after_header": f"{path} (removed)", "before": content, "after": ""}
+        outcome.diff.append(removal)
+    if not names:
+        return
+    _installed, held = backend.installed(sorted(names))
+    outcome.released = sorted(held & names)
+    if outcome.released:
+        outcome.diff.append(
+            {
+                "before_header": "holds",
+                "after_header": "holds",
+                "before": "".join(f"{name} (hold)\n" for name in outcome.released),
+                "after": "".join(f"{name}\n" for name in outcome.released),
+            }
+        )
 
 
 def _files(backend: Backend, files: dict[str, str], outcome: Outcome, write: bool) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PREFERENCES_DIR
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import (
+    NAME,
     Package,
     Repository,
     Request,
@@ -55,6 +56,13 @@ def preferences_file(request: Request) -> str:
         if package.version:
             out += f"\nPackage: {package.name}\nPin: version {package.version}\nPin-Priority: {request.pin_priority}\n"
     return out
+
+
+def pinned_names(content: str) -> list[str]:
+    """The package names an APT preferences file pins ('Package:' lines); '*' and glob or regex entries, which name
+    no one package, are left out."""
+    names = [name for line in re.findall(r"(?mi)^Package:(.*)$", content) for name in line.split()]
+    return sorted({name for name in names if NAME.fullmatch(name)})
 
 
 def parse_dpkg_query(stdout: str) -> tuple[dict[str, list[dict[str, Any]]], set[str]]:
@@ -137,7 +145,16 @@ class Apt:
     def pins(self, request: Request) -> dict[str, str]:
         if not request.preferences:
             return {}
-        return {os.path.join(self.preferences_dir, f"{request.preferences}.pref"): preferences_file(request)}
+        return {self.preferences_path(request.preferences): preferences_file(request)}
+
+    def preferences_path(self, name: str) -> str:
+        return os.path.join(self.preferences_dir, f"{name}.pref")
+
+    def pinned_names(self, content: str) -> list[str]:
+        return pinned_names(content)
+
+    def remove_file(self, path: str) -> None:
+        os.remove(path)
 
     def current_file(self, path: str) -> str | None:
         if not os.path.isfile(path):

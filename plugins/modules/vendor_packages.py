@@ -99,6 +99,19 @@ options:
     description: C(Pin-Priority) of the preferences file's pins (above 1000 allows downgrades to the pin).
     type: int
     default: 1001
+  release:
+    description:
+      - Names of APT preferences files (C(/etc/apt/preferences.d/NAME.pref)) that the role's other provision mode
+        wrote, such as adopt mode's record of an image's stack when the host goes back to install mode. Before
+        anything is installed, each file present is removed and the holds on the packages it pins are released,
+        except on the packages this call holds. dpkg does not remove a held package, so replacing an adopted stack
+        needs its holds released first.
+      - Independently of this option, packages that O(preferences) pinned before and that O(packages) no longer
+        lists have their holds released: nothing stays held that no pin explains.
+    type: list
+    elements: str
+    default: []
+    version_added: "0.8.0"
   managed_by:
     description: Who manages the files (say the role), written in their header.
     type: str
@@ -178,6 +191,20 @@ unheld:
   returned: always
   type: list
   elements: str
+released:
+  description:
+    - Held packages this call no longer manages, whose holds were released (pinned in an O(release) file, or
+      dropped from O(packages) since O(preferences) pinned them).
+  returned: always
+  type: list
+  elements: str
+  version_added: "0.8.0"
+removed:
+  description: The O(release) files removed.
+  returned: always
+  type: list
+  elements: str
+  version_added: "0.8.0"
 held:
   description: Packages put on hold.
   returned: always
@@ -237,6 +264,7 @@ ARGUMENT_SPEC = {
     "managed_by": {"type": "str", "default": "gpufabric.cluster.vendor_packages"},
     "pins_from": {"type": "str", "default": "the packages option"},
     "offer_hint": {"type": "str", "default": ""},
+    "release": {"type": "list", "elements": "str", "default": []},
 }
 
 
@@ -260,6 +288,8 @@ def _result(outcome: Outcome) -> dict[str, Any]:
         "files": outcome.files,
         "installed": outcome.install,
         "unheld": outcome.unhold,
+        "released": outcome.released,
+        "removed": outcome.removed,
         "held": outcome.hold,
         "refreshed": outcome.refreshed,
         "verified": outcome.verified,

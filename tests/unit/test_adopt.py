@@ -73,6 +73,7 @@ def test_shared_helpers():
         ],
         "preferences": "gpufabric-x",
         "pin_priority": 1001,
+        "release": [],
     }
 
 
@@ -118,6 +119,7 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
         "packages": [{"name": HEADERS, "version": "", "hold": False, "repository": ""}],
         "preferences": "",
         "pin_priority": 1001,
+        "release": [],
     }
     # The image's whole set at its installed versions, held and pinned in the role's preferences file; what
     # carries another version (nvidia-modprobe, libnvidia-egl-wayland1) is left alone.

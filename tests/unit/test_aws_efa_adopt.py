@@ -105,7 +105,7 @@ def test_install_mode_replaces_an_ami_at_another_version():
     decision = efa.install_decision(plan, marker, "", "install", package_facts(RECORDED))
     assert decision["reason"] == "EFA installer 1.47.0 is installed; the pin is 1.43.2" and decision["hold"] == []
     # The installer removes what it recorded, which dpkg refuses while adopt mode (an earlier run) holds it.
-    assert decision["release"] == sorted(RECORDED)
+    assert decision["release"] == [efa.PREFERENCES]
     assert efa.install_decision(plan, marker.replace("1.47.0", "1.43.2"), "", "install")["release"] == []
 
 
@@ -131,8 +131,20 @@ def test_plan_probe_makes_the_roles_decision_from_the_probed_record():
     settings = {"mode": "adopt", "version": "1.43.2", "sha256": efa.PUBLISHED_SHA256["1.43.2"], "mpi": ["openmpi4"]}
     host_plan = {"profile": "aws/p5.48xlarge", "env": {"LD_LIBRARY_PATH": "/opt/amazon/ofi-nccl/lib"}}
     assert efa.plan(settings, host_plan, facts)["adopt"]["found"] == RECORDED
+    # The image's installer is kept: the plan shows no tarball to fetch.
+    assert efa.plan(settings, host_plan, facts)["artifacts"] == []
     del facts[efa.PROBED_MARKER]
-    assert efa.plan(settings, host_plan, facts)["adopt"]["known"] is False
+    unknown = efa.plan(settings, host_plan, facts)
+    assert unknown["adopt"]["known"] is False
+    # Not probed: the tarball the installer tasks would download if the image has none, by its published SHA256.
+    assert unknown["artifacts"] == [
+        {
+            "kind": "tarball",
+            "name": "aws-efa-installer 1.43.2",
+            "source": "https://efa-installer.amazonaws.com/aws-efa-installer-1.43.2.tar.gz",
+            "checksum": "sha256:" + efa.PUBLISHED_SHA256["1.43.2"],
+        }
+    ]
 
 
 def test_the_probe_reads_the_record_and_every_recorded_package_by_its_prefix():

@@ -366,8 +366,8 @@ def test_install_reasons():
         "reason": "EFA installer 1.22.0 is installed; the pin is 1.41.0",
         "adopt": {"mode": "install", "known": False, "found": {}, "missing": [], "refused": ""},
         "hold": [],
-        "release": [],  # an RPM host's record: nothing for dpkg to release
-        "preferences": "/etc/apt/preferences.d/gpufabric-aws-efa-adopted.pref",
+        # Adopt mode's record, released before the installer runs (on apt hosts: the role's task asks for Debian).
+        "release": ["gpufabric-aws-efa-adopted"],
     }
     assert efa.install_decision(plan, marker, state)["reason"] == ""
     # A host with the pin preinstalled (e.g. an AMI) and no record of the role is kept.

@@ -183,6 +183,7 @@ def test_transport_comes_first_and_is_pinned_and_held_with_its_own_keyring():
         ],
         "preferences": "",
         "pin_priority": 1001,
+        "release": [],
     }
     assert plan["gib_install"]["repositories"][0]["signed_by"] == "/etc/apt/keyrings/gpufabric-gib.asc"
     assert plan["gib_install"]["packages"] == [
@@ -506,7 +507,7 @@ def test_adopt_holds_the_images_nccl_gib_and_configures_no_repository():
     (step,) = plan["supply"]
     assert step["repositories"] == [] and step["keys"] == [] and step["preferences"] == "gpufabric-gib-adopted"
     assert [(pin["name"], pin["version"], pin["hold"]) for pin in step["packages"]] == [("nccl-gib", "1.1.1", True)]
-    assert plan["gib_install"] == step and not plan["transport"] and plan["stale_preferences"] == []
+    assert plan["gib_install"] == step and not plan["transport"] and step["release"] == []
     # The role's verify entry point checks the adopted version.
     assert plan["packages"] == [{"name": "nccl-gib", "version": "1.1.1", "spec": "nccl-gib=1.1.1"}]
 
@@ -540,10 +541,8 @@ def test_adopt_without_the_packages_read_shows_nothing_and_says_why():
     assert "is read on the host" in plan["warnings"][0]
 
 
-def test_install_mode_removes_adopt_modes_file_and_a_bad_mode_is_refused():
-    assert gib.plan(settings(**MIRROR), catalog_plan(), JAMMY)["stale_preferences"] == [
-        "/etc/apt/preferences.d/gpufabric-gib-adopted.pref"
-    ]
+def test_install_mode_releases_adopt_modes_record_and_a_bad_mode_is_refused():
+    assert gib.plan(settings(**MIRROR), catalog_plan(), JAMMY)["gib_install"]["release"] == ["gpufabric-gib-adopted"]
     assert (
         "gcp_gpudirect_rdma_provision 'keep' is not accepted; accepted: install, adopt"
         in adopt_plan({}, mode="keep")["errors"]

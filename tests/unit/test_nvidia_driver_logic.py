@@ -296,10 +296,14 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
         "packages": [{"name": "linux-headers-6.8.0-1015-aws", "version": "", "hold": False, "repository": ""}],
         "preferences": "",
         "pin_priority": 1001,
+        "release": [],
     }
     # Then the driver at exact versions, pinned in APT preferences and held; "" extras get the driver's version.
     assert driver_step["keys"] == [] and driver_step["repositories"] == [repository]
     assert (driver_step["preferences"], driver_step["pin_priority"]) == ("gpufabric-nvidia-driver", 1001)
+    # A host adopted before goes back: adopt mode's own files go; the image's packages this step does not pin lose
+    # their holds as they leave gpufabric-nvidia-driver.pref (vendor_packages releases what a preferences file drops).
+    assert driver_step["release"] == ["gpufabric-nvidia-driver-extra", "gpufabric-cuda-priority"]
     assert packages_of(driver_step) == {
         **driver,
         "nvidia-fabricmanager-570": fabricmanager,

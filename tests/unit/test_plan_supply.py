@@ -89,6 +89,13 @@ def test_plan_json_shows_each_hosts_repositories_and_packages(gpufabric, tmp_pat
     }  # fmt: skip
     assert packages["apt-transport-artifact-registry"]["version"] == "0.4.1"
     assert packages["podman"]["repository"] == ""  # the distribution's own
+    # Fetched outside package repositories: the images by digest, the nccl-tests tarball by its SHA256.
+    images = chain["artifacts"]["gcp_tcpxo"]
+    assert [(image["kind"], image["name"].split()[0]) for image in images] == [("image", "rxdm"), ("image", "plugin")]
+    assert all(image["source"].endswith("@" + image["checksum"]) for image in images)
+    (tarball,) = chain["artifacts"]["nccl_tests"]
+    assert tarball["source"].startswith("https://github.com/NVIDIA/nccl-tests/archive/v")
+    assert tarball["checksum"].startswith("sha256:") and len(tarball["checksum"]) == len("sha256:") + 64
     # A role whose required variables are missing says so instead of guessing.
     assert "nvidia_driver: 'nvidia_driver_branch' is undefined" in chain["errors"]
     assert hosts["a3m-2"]["supply"] == supply.unknown_os(
@@ -99,6 +106,7 @@ def test_plan_json_shows_each_hosts_repositories_and_packages(gpufabric, tmp_pat
     assert table.returncode == 0, table.stderr
     assert "supply chain of a3m-1 (ubuntu-22.04, from gpufabric_os): repositories" in table.stdout
     assert "dmabuf-import-helper" in table.stdout and "gpufabric-gcp-tcpxo" in table.stdout
+    assert "supply chain of a3m-1 (ubuntu-22.04, from gpufabric_os): fetched outside package" in table.stdout
     assert (
         "supply chain of a3m-2: not computed (set host variable gpufabric_os or gpufabric_image, or run with --probe)"
         in table.stdout

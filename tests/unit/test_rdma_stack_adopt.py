@@ -165,6 +165,7 @@ def test_unknown_packages_plan_no_image_steps_and_say_so():
             "packages": [{"name": MODULES_EXTRA, "version": "", "hold": False, "repository": ""}],
             "preferences": "",
             "pin_priority": 1001,
+            "release": [],
         }
     ]
     assert result["adopt"] == adopt.adoption("adopt")
@@ -201,3 +202,5 @@ def test_install_mode_is_unchanged_whatever_the_image_ships(target):
     table = rdma.INBOX_DEFAULTS[target]
     assert {name: version for name, version in pins(result["supply"][0]).items() if version} == table
     assert plan(None, target=target, mode="install")["supply"] == result["supply"]
+    # A host adopted before goes back: adopt mode's record is removed and the holds it alone explains released.
+    assert result["supply"][0]["release"] == [rdma.ADOPT_PREFERENCES]

@@ -310,6 +310,7 @@ def test_doca_on_ubuntu_supply_openmpi_and_dkms_pinned_away(target, directory):
             ],
             "preferences": "",
             "pin_priority": 1001,
+            "release": ["gpufabric-rdma-stack-adopted"],
         }
     ]
     assert plan["holds"] == ["doca-ofed", "doca-ofed-userspace", "openmpi"]

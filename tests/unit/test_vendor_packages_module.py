@@ -244,6 +244,48 @@ def test_preferences_pin_every_versioned_package(tmp_path, repos):
     assert host.installed["doca-ofed"] == OLD
 
 
+def test_release_removes_the_other_modes_record_and_releases_its_holds(tmp_path, repos):
+    host = Host(tmp_path)
+    # Adopt mode's record: the image's doca-ofed and a package of the image's that install mode does not manage.
+    record = tmp_path / "preferences.d/gpufabric-adopted.pref"
+    record.write_text(
+        "# Managed by gpufabric (role gpufabric.cluster.rdma_stack): adopted.\n\n"
+        "Package: image-rdma-core\nPin: version 1.0-1\nPin-Priority: 1001\n\n"
+        f"Package: doca-ofed\nPin: version {NEW}\nPin-Priority: 1001\n\nPackage: *\nPin: origin x\nPin-Priority: 400\n"
+    )
+    host.installed = {"image-rdma-core": "1.0-1", "doca-ofed": NEW, "doca-ofed-userspace": NEW}
+    host.held = {"image-rdma-core", "doca-ofed", "doca-ofed-userspace"}
+    install = request(repos["good"], release=["gpufabric-adopted"])
+    checked = vp.converge(install, host.backend, check_mode=True)
+    assert (checked.released, checked.removed) == (["image-rdma-core"], [str(record)])
+    assert record.exists() and "image-rdma-core" in host.held  # check mode writes nothing
+    assert {"before_header": "holds", "after_header": "holds", "before": "image-rdma-core (hold)\n",
+            "after": "image-rdma-core\n"} in checked.diff  # fmt: skip
+    done = vp.converge(install, host.backend, check_mode=False)
+    assert done.changed and not record.exists() and done.install == [f"doca-ofed={OLD}", f"doca-ofed-userspace={OLD}"]
+    # doca-ofed moves (released for its own move and held again); the image's other package is free, not held.
+    assert host.held == {"doca-ofed", "doca-ofed-userspace"}
+    again = vp.converge(install, host.backend, check_mode=False)
+    assert (again.changed, again.released, again.removed) == (False, [], [])
+
+
+def test_a_package_dropped_from_the_preferences_loses_its_hold(tmp_path, repos):
+    host = Host(tmp_path)
+    vp.converge(request(repos["good"], preferences="gpufabric-doca"), host.backend, check_mode=False)
+    host.installed["doca-extra"], host.held = "1.0-1", host.held | {"doca-extra"}
+    pref = tmp_path / "preferences.d/gpufabric-doca.pref"
+    pref.write_text(pref.read_text() + "\nPackage: doca-extra\nPin: version 1.0-1\nPin-Priority: 1001\n")
+    done = vp.converge(request(repos["good"], preferences="gpufabric-doca"), host.backend, check_mode=False)
+    assert (done.released, done.install) == (["doca-extra"], [])
+    assert host.held == {"doca-ofed", "doca-ofed-userspace"} and "doca-extra" not in pref.read_text()
+
+
+@pytest.mark.parametrize("name", ["../etc", "gpufabric-doca", "a b"])
+def test_a_release_that_is_not_another_preferences_file_is_refused(repos, name):
+    with pytest.raises(vp.VendorPackagesError, match="release"):
+        request(repos["good"], preferences="gpufabric-doca", release=[name])
+
+
 @pytest.mark.parametrize(
     ("change", "error"),
     [
