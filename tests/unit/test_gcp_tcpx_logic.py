@@ -132,6 +132,7 @@ def test_podman_from_the_distribution_unpinned_by_default():
             "packages": result["runtime"]["packages"],
             "preferences": "",
             "pin_priority": 1001,
+            "release": [],
         }
     ]
 

@@ -186,7 +186,7 @@ def test_sharp_packages_are_pinned_in_the_package_manager_syntax(os_family, spec
     pin = {"name": "sharp", "version": "3.9.0-1", "hold": True, "repository": ""}  # vendor_packages' layout
     assert plan["sharp_install"] == [pin]
     assert plan["supply"] == [
-        {"keys": [], "repositories": [], "packages": [pin], "preferences": "", "pin_priority": 1001}
+        {"keys": [], "repositories": [], "packages": [pin], "preferences": "", "pin_priority": 1001, "release": []}
     ]
 
 
