@@ -44,6 +44,34 @@ def test_role_has_a_molecule_scenario(role):
     assert (REPO / "molecule" / role / "molecule.yml").is_file()
 
 
+def ubuntu_releases(role: str) -> set[str]:
+    """The Ubuntu identity images the role's molecule scenarios (molecule/<role> and molecule/<role>_*) run on."""
+    scenarios = [REPO / "molecule" / role, *(REPO / "molecule").glob(f"{role}_*")]
+    inventories = [path for scenario in scenarios for path in (scenario / "inventory").rglob("*.yml")]
+    text = "".join(path.read_text(encoding="utf-8") for path in inventories)
+    return set(re.findall(r"gpufabric-ubuntu-identity(?:-[a-z-]+)?:(\d\d\.\d\d)", text))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_a_role_tested_on_one_ubuntu_release_reads_the_release_only_in_its_plan(role):
+    """The Ubuntu identity images are Debian userlands (12 under 22.04, 13 under 24.04) with Ubuntu's os-release
+    (scripts/build-images): a second release in a scenario runs the same tasks with other facts, and Debian's
+    binaries either way. Those facts reach a role only through its plan filter (facts=ansible_facts), which the
+    unit tests run over both releases' recorded facts (tests/fixtures/os_release). A role that reads the release in
+    its tasks, templates or vars runs both releases in molecule: nvidia_driver, rdma_stack, gcp_gpudirect_rdma and
+    nccl_env do."""
+    if ubuntu_releases(role) >= {"22.04", "24.04"}:
+        return
+    role_dir = REPO / "roles" / role
+    files = [path for part in ("tasks", "templates", "vars", "defaults") for path in (role_dir / part).rglob("*")]
+    readers = [
+        str(path.relative_to(REPO))
+        for path in files
+        if path.is_file() and re.search(r"distribution_(release|version|major_version)", path.read_text("utf-8"))
+    ]
+    assert readers == [], f"{role} reads the release outside its plan; run molecule/{role} on 22.04 and 24.04"
+
+
 def test_lookup_documentation_renders(ansible_env):
     result = subprocess.run(
         [str(BIN / "ansible-doc"), "-t", "lookup", "gpufabric.cluster.fabric_plan"],
