@@ -136,11 +136,6 @@ def rxdm_run_groups(
     return groups + [args[index : index + 2] for index in range(0, len(args), 2)]
 
 
-def _image_artifact(key: str, image: ImagePlan) -> supply_chain.Artifact:
-    digest = image["reference"].split("@")[-1]
-    return supply_chain.artifact("image", f"{key} {image['tagged']}", image["reference"], digest)
-
-
 def rxdm_run_argv(binary: str, reference: str, gpu_count: int, lib_dir: str, settings: dict[str, Any]) -> list[str]:
     return [arg for group in rxdm_run_groups(binary, reference, gpu_count, lib_dir, settings) for arg in group]
 
@@ -369,7 +364,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         },
         "supply": [supply_chain.step(packages)],
         "images": images,
-        "artifacts": [_image_artifact(key, image) for key, image in images.items()],
+        "artifacts": [
+            supply_chain.image_artifact(f"{key} {image['tagged']}", image["reference"]) for key, image in images.items()
+        ],
         "gpu_count": gpu_count,
         "devices": gpu_devices(gpu_count),
         "interfaces": interfaces,

@@ -442,7 +442,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "supply": [steps["first"], steps["tcpxo"]],
         # The images by digest: what `gpufabric plan` shows as fetched.
         "artifacts": [
-            supply_chain.artifact("image", f"{kind} {settings.get(f'{kind}_tag', '')}", ref, ref.split("@")[-1])
+            supply_chain.image_artifact(f"{kind} {settings.get(f'{kind}_tag', '')}", ref)
             for kind, ref in (("rxdm", rxdm_ref), ("plugin", plugin_ref))
         ],
     }

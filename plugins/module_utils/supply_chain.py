@@ -83,6 +83,11 @@ def artifact(kind: str, name: str, source: str, checksum: str) -> Artifact:
     return {"kind": kind, "name": name, "source": source, "checksum": checksum}
 
 
+def image_artifact(name: str, reference: str) -> Artifact:
+    """A container image pulled by ``reference`` (registry/name@digest): its checksum is the digest."""
+    return artifact("image", name, reference, reference.rsplit("@", maxsplit=1)[-1])
+
+
 def repository(
     name: str,
     uri: str,

@@ -107,7 +107,7 @@ options:
         except on the packages this call holds. dpkg does not remove a held package, so replacing an adopted stack
         needs its holds released first.
       - Independently of this option, packages that O(preferences) pinned before and that O(packages) no longer
-        lists have their holds released: nothing stays held that no pin explains.
+        lists have their holds released, so that nothing stays held that no pin explains.
     type: list
     elements: str
     default: []
