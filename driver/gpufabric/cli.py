@@ -20,8 +20,9 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from typer import rich_utils as typer_rich_utils
 
-from gpufabric import __version__, discovery, k8s, output_file
+from gpufabric import __version__, discovery, drift_formats, k8s, output_file
 from gpufabric import ansible_settings as playbook_settings
 from gpufabric import apply as fabric_apply
 from gpufabric import bake as fleet_bake
@@ -34,7 +35,7 @@ from gpufabric import probe as hardware_probe
 from gpufabric import report as verify_report
 from gpufabric import runs as playbook_runs
 from gpufabric import verify as nccl_verify
-from gpufabric.errors import UserError
+from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.plan import fleet_plan, render
 
 app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
@@ -465,7 +466,7 @@ def apply_command(
     """Run playbooks/site.yml: configure every host as its catalog profile says, then show each host.
 
     Exit 0 when every host finished (or was excluded on purpose: gpufabric_managed false), 1 when a host
-    failed, was unreachable, never got to run or is not managed (no catalog profile), 2 on a usage error.
+    failed, was unreachable, never got to run or is not managed (no catalog profile), or on bad input.
     """
     options = fabric_apply.ApplyOptions(
         inventory=inventory,
@@ -496,9 +497,12 @@ def drift_command(
             help="Apply site.yml to the drifted hosts only, then check again; the reports show that check.",
         ),
     ] = False,
-    json_path: Annotated[
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the JSON report on stdout (the tables go to stderr).")
+    ] = False,
+    json_file: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--json", help="Write the JSON report here (atomically)."),
+        typer.Option("--json-file", help="Write the JSON report here (atomically)."),
     ] = None,
     junit_path: Annotated[
         Optional[Path],  # noqa: UP045
@@ -526,20 +530,17 @@ def drift_command(
         limit=limit,
         catalog_files=list(catalog or []),
         remediate=remediate,
-        json_path=json_path,
+        json_path=json_file,
         junit_path=junit_path,
         prom_path=prom_path,
         artifacts=artifacts,
         settings=settings,
         diffs=diffs,
     )
-    try:
-        with _run_display() as (progress, watch):
-            outcome = fabric_drift.execute(options, progress, stdout, watch=watch)
-    except UserError as exc:
-        # Exit 2 means "drifted" here, and schedulers treat it as a result: bad input must read as an error.
-        exc.exit_code = 1
-        raise
+    with _run_display() as (progress, watch):
+        outcome = fabric_drift.execute(options, progress, stderr if json_out else stdout, watch=watch)
+    if json_out:
+        sys.stdout.write(drift_formats.to_json(outcome.final))
     raise typer.Exit(outcome.exit_code)
 
 
@@ -647,10 +648,21 @@ def bake(
 
 
 def main() -> None:
-    """Entry point: bad input ends with one line on stderr and exit code 2, no traceback."""
+    """Entry point: the exit codes of errors.py. Bad input ends with one line on stderr, no traceback; a usage
+    error (an unknown option, a bad option value) with click's message. Both exit 1, never drift's 2."""
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors (typer carries its own click)
+        typer_rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]  # the help, which rich_format_error leaves to it
+        sys.exit(EXIT_FAILED)
+    except typer.Abort:
+        stderr.print("aborted")
+        sys.exit(EXIT_FAILED)
     except UserError as exc:
         # Messages quote user input (file names, keys, instance names): never read them as markup.
         stderr.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
+    # Without standalone mode a command's typer.Exit comes back as its code, and a command that returns, as None.
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -59,7 +59,11 @@ class DriftOutcome:
 
 def _check_report_paths(options: DriftOptions) -> None:
     """Fail before a long run, not after it, when a report cannot be written where asked."""
-    for option, path in (("--json", options.json_path), ("--junit", options.junit_path), ("--prom", options.prom_path)):
+    for option, path in (
+        ("--json-file", options.json_path),
+        ("--junit", options.junit_path),
+        ("--prom", options.prom_path),
+    ):
         if path is not None:
             output_file.check_file(path, option)
 
@@ -130,10 +134,10 @@ def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift
 
 
 def write_reports(result: drift_report.DriftResult, options: DriftOptions) -> list[Path]:
-    """The --json, --junit and --prom files, each written atomically."""
+    """The --json-file, --junit and --prom files, each written atomically."""
     written = []
     for option, path, render in (
-        ("--json", options.json_path, drift_formats.to_json),
+        ("--json-file", options.json_path, drift_formats.to_json),
         ("--junit", options.junit_path, drift_formats.to_junit),
         ("--prom", options.prom_path, drift_formats.to_prometheus),
     ):

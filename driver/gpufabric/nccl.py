@@ -43,7 +43,7 @@ def read_output(path: Path) -> bytes:
 
 
 def parse_file(path: Path) -> list[dict[str, Any]]:
-    """Every run in the file; an unreadable or oversized file is a UserError (one line, exit 2)."""
+    """Every run in the file; an unreadable or oversized file is a UserError (one line, exit 1)."""
     try:
         data = read_output(path)
     except OSError as exc:

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where gpufabric writes what a command asked for: the one atomic writer and the checks before it.
 
-Two kinds of output target, each checked before any work (so `drift --json X` fails at once, not
+Two kinds of output target, each checked before any work (so `drift --json-file X` fails at once, not
 after an hour of Ansible):
 
-- a FILE (`inventory build -o`, `drift --json/--junit/--prom`): written as a regular file, through a
+- a FILE (`inventory build -o`, `drift --json-file/--junit/--prom`): written as a regular file, through a
   temporary file in the target's own directory, fsync'd and renamed into place (a reader sees the old
   file or the new one, never half of one). An existing path must be a regular file. A symbolic link
   is refused (the rename would replace the link itself, not the file it points to), and so is a

@@ -243,7 +243,7 @@ def test_static_file_errors(tmp_path, gpufabric, text, message):
     path.write_text(text, encoding="utf-8")
     output = tmp_path / "out.yml"
     result = gpufabric("inventory", "build", "--source", "static", "--file", str(path), "-o", str(output))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert message in " ".join(result.stderr.split())
     assert not output.exists(), "nothing written on failure"
@@ -251,7 +251,7 @@ def test_static_file_errors(tmp_path, gpufabric, text, message):
 
 def test_cli_rejects_flags_of_another_source(gpufabric):
     result = gpufabric("inventory", "build", "--source", "static", "--region", "us-east-1")
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "--region does not apply to --source static; it takes --file" in result.stderr
 
 

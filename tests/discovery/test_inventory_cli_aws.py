@@ -110,7 +110,7 @@ def test_unreachable_endpoint_writes_nothing(aws_env, tmp_path):
     result = cli(
         aws_env, "--region", "us-east-1", "--endpoint-url", f"http://127.0.0.1:{free_port()}", "-o", str(output)
     )
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "cannot reach" in result.stderr
     assert "Traceback" not in result.stderr
     assert not output.exists()
@@ -120,5 +120,5 @@ def test_unreachable_endpoint_writes_nothing(aws_env, tmp_path):
 def test_missing_credentials_is_one_clear_error(moto, aws_env):
     env = {key: value for key, value in aws_env.items() if key not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     result = cli(env, "--region", "us-east-1", "--endpoint-url", moto.url)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "no AWS credentials found" in result.stderr

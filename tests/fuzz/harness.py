@@ -37,7 +37,7 @@ class Case:
     id: str
     argv: tuple[str, ...]
     names: str = ""  # text the one error line must contain: the bad value or the file that holds it
-    exit_code: int = 2
+    exit_code: int = 1  # bad input, as every command exits on it (gpufabric.errors.EXIT_FAILED)
     setup: Callable[[Path], None] | None = None
     untouched: tuple[str, ...] = ()  # paths under tmp that the command must leave exactly as they were
     error_line: bool = True

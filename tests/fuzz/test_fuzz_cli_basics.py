@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Bad command-line values, inventories and endpoints: refused at once, one line naming the value.
 
-apply and plan exit 2 on bad input; drift exits 1 (a scheduler reads 2 as "drift found").
+Every command exits 1 on bad input, drift included (a scheduler reads drift's 2 as "drift found").
 Nothing may be written: no gpufabric-runs/ artifacts directory appears for a refused run.
 """
 
@@ -78,7 +78,7 @@ CASES = [
     ),
     Case(
         "drift-catalog-invalid",
-        ("drift", "-i", "inventory.yml", "--catalog", "bad-catalog.yml", "--json", "r.json"),
+        ("drift", "-i", "inventory.yml", "--catalog", "bad-catalog.yml", "--json-file", "r.json"),
         names="bad-catalog.yml",
         exit_code=1,
         setup=lambda tmp: (GOOD_INVENTORY(tmp), BAD_CATALOG(tmp)),

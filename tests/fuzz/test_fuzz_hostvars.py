@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Host variables of the wrong type, and IP ranges that cannot work, through `plan` and `k8s manifests`.
 
-Each bad host var is one error naming the host, the variable, its value and what is accepted (exit 2, nothing
+Each bad host var is one error naming the host, the variable, its value and what is accepted (exit 1, nothing
 written); the SR-IOV variables go through the sriov role's own check (module_utils/sriov.py layout_vars). A
 string for sriov_physical_functions is ONE physical function. IP ranges too small for the VFs they must
 address, or overlapping, are warnings (stderr and the README), not errors; an invalid CIDR is an error.

@@ -2,7 +2,7 @@
 """`gpufabric nccl parse` and `gpufabric verify --from-results` on bad input, over the real CLI.
 
 A file that cannot be an nccl-tests output (missing, a directory, a FIFO, a device, over the parser's
-size limit) is a usage error: exit 2, one `error:` line naming it. Content the parser reads but that is not
+size limit) is a usage error: exit 1, one `error:` line naming it. Content the parser reads but that is not
 a clean run (binary, empty, over a limit) is a parse result: exit 1, the reason on an `error:` line of the
 report on stdout, nothing on stderr. A malformed run.json under --from-results is a usage error naming the
 file and what is wrong with it, and the results directory is left exactly as it was (no report.json or

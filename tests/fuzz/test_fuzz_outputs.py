@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Output targets that must be refused at once, before any Ansible run, and left exactly as they were.
 
-File targets (written as a regular file, atomically): inventory build -o, drift --json/--junit/--prom.
+File targets (written as a regular file, atomically): inventory build -o, drift --json-file/--junit/--prom.
 Directory targets (created or written into): k8s manifests -o, apply/drift/bake --artifacts, verify -o.
 Each against a directory, a FIFO, a symlink to somewhere else, a path under a file, a place that
 takes no new entry (/proc: root ignores mode bits, /proc refuses even root), a missing parent
@@ -20,13 +20,14 @@ import pytest
 
 from tests.fuzz.harness import Case, run
 
-USAGE, DRIFT_USAGE = 2, 1
+# One exit code for bad input in every command (gpufabric.errors): 2 is drift's "changes found" only.
+USAGE = DRIFT_USAGE = 1
 PROFILE = "aws/p5.48xlarge"
 
 # A file option: (id, the command line before the target, the option, the exit code of bad input).
 FILE_OPTIONS = [
     ("inventory-o", ("inventory", "build", "--source", "static", "--file", "{tmp}/fleet.yml"), "-o", USAGE),
-    ("drift-json", ("drift", "-i", "localhost,"), "--json", DRIFT_USAGE),
+    ("drift-json", ("drift", "-i", "localhost,"), "--json-file", DRIFT_USAGE),
     ("drift-junit", ("drift", "-i", "localhost,"), "--junit", DRIFT_USAGE),
     ("drift-prom", ("drift", "-i", "localhost,"), "--prom", DRIFT_USAGE),
 ]

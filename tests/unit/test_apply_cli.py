@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`gpufabric apply` on the command line: options reach ApplyOptions (typer's CliRunner, the run
 replaced by a summary of REAL recorded events), the exit code is the result's, and usage errors
-from the real command exit 2 in one line without a traceback."""
+from the real command exit 1 in one line without a traceback."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_cli_usage_errors_exit_2_in_one_line(gpufabric: Any, tmp_path: Path) -> 
     ]
     for extra, message in cases:
         result = gpufabric("apply", "-i", str(inventory), *extra)
-        assert result.returncode == 2, (extra, result.stdout, result.stderr)
+        assert result.returncode == 1, (extra, result.stdout, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
         assert result.stderr.strip().count("\n") == 0, result.stderr
         assert message in " ".join(result.stderr.split()), result.stderr

@@ -12,7 +12,7 @@ PLAN_KEYS = {"profile", "fabric", "tier", "roles", "env"}
 
 
 def assert_clean_error(result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     message = " ".join(result.stderr.split())
     for fragment in fragments:

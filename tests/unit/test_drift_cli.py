@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """`gpufabric drift`: the check -> remediate -> final check flow and the reports, with the playbook
 runs replaced by REAL recorded ansible-runner events (tests/fixtures/runner_events); the command
-line through typer's CliRunner; and usage errors through the real `gpufabric` command (exit 2, one
-line, no traceback). tests/lab/test_fleet_life.py runs all of it on a lab fleet over SSH."""
+line through typer's CliRunner; and usage errors through the real `gpufabric` command (exit 1, never
+drift's 2; one line, no traceback). tests/lab/test_fleet_life.py runs all of it on a lab fleet over SSH."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_cli_passes_the_options_and_exits_with_the_outcome(monkeypatch: pytest.M
     monkeypatch.setattr(drift, "execute", execute)
     args = ["drift", "-i", "fleet.yml", "--tier", "best", "-l", "gpu-*", "--remediate", "--diff"]
     args += [
-        "--json",
+        "--json-file",
         "d.json",
         "--junit",
         "d.xml",
@@ -263,6 +263,24 @@ def test_cli_passes_the_options_and_exits_with_the_outcome(monkeypatch: pytest.M
     assert "a progress line" in result.output
 
 
+def test_cli_json_prints_the_report_on_stdout_and_the_tables_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json means what it means in plan, verify and catalog: JSON on stdout; the file is --json-file."""
+    consoles: list[Any] = []
+
+    def execute(options: drift.DriftOptions, progress: Any, console: Any, *, watch: Any = None) -> drift.DriftOutcome:
+        consoles.append(console)
+        console.print("the drift table")
+        result = drift_events.summarize(DRIFTED, expected_hosts=HOSTS)
+        return drift.DriftOutcome(result, None, result, result.exit_code)
+
+    monkeypatch.setattr(drift, "execute", execute)
+    result = CliRunner().invoke(cli.app, ["drift", "-i", "fleet.yml", "--json"])
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.stdout)
+    assert report["exit_code"] == 2 and report["state"] == "drifted"
+    assert "the drift table" in result.stderr and consoles == [cli.stderr]
+
+
 def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> None:
     """For drift, 2 means "drifted" (a scheduler reads it as a result): bad input is an error, exit 1."""
     inventory = tmp_path / "hosts"
@@ -273,7 +291,7 @@ def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> No
             ["drift", "-i", str(inventory), "--settings", "fast"],
             "unknown Ansible settings 'fast'; accepted: stock, tuned",
         ),
-        (["drift", "-i", str(inventory), "--json", str(tmp_path / "no" / "d.json")], "does not exist"),
+        (["drift", "-i", str(inventory), "--json-file", str(tmp_path / "no" / "d.json")], "does not exist"),
         (["drift", "-i", str(tmp_path / "missing.yml"), "--artifacts", str(tmp_path / "a")], "cannot read inventory"),
     ]
     for args, message in cases:
@@ -282,3 +300,7 @@ def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> No
         assert "Traceback" not in result.stdout + result.stderr
         assert result.stderr.strip().count("\n") == 0, result.stderr
         assert message in result.stderr, result.stderr
+    # A usage error (click's own: an unknown option) exits 1 too, never 2 like a drifted fleet.
+    usage = gpufabric("drift", "--bogus")
+    assert usage.returncode == 1 and "No such option: --bogus" in usage.stderr, usage.stderr
+    assert "Traceback" not in usage.stdout + usage.stderr

@@ -36,7 +36,7 @@ def inventory(tmp_path: Path) -> Path:
 def test_drift_apply_and_plan_agree_that_hosts_without_a_profile_are_not_managed(gpufabric, tmp_path: Path) -> None:
     inv = str(inventory(tmp_path))
     reports = {name: tmp_path / name for name in ("drift.json", "drift.xml", "drift.prom")}
-    written = ["--json", reports["drift.json"], "--junit", reports["drift.xml"], "--prom", reports["drift.prom"]]
+    written = ["--json-file", reports["drift.json"], "--junit", reports["drift.xml"], "--prom", reports["drift.prom"]]
     drift = gpufabric("drift", "-i", inv, "--artifacts", str(tmp_path / "drift"), *map(str, written))
     assert drift.returncode == 1, drift.stdout + drift.stderr
     report = json.loads(reports["drift.json"].read_text())

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`gpufabric lab` input checks: every bad value ends with exit 2 and one clear line, before podman runs."""
+"""`gpufabric lab` input checks: every bad value ends with exit 1 and one clear line, before podman runs."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ DRIFT_ARGS = [
     "drift",
     "-i",
     "/etc/gpufabric/inventory.yml",
-    "--json",
+    "--json-file",
     "/var/lib/gpufabric/drift.json",
     "--prom",
     "/var/lib/node_exporter/textfile_collector/gpufabric_drift.prom",
@@ -200,7 +200,7 @@ def test_cronjob_wires_inventory_key_and_reports():
     assert yaml.safe_load(config_map["data"][inventory["file"]])["all"]["hosts"]
     env = {item["name"]: item["value"] for item in container["env"]}
     assert "secret" in volume_at(env["ANSIBLE_PRIVATE_KEY_FILE"])
-    for flag in ("--json", "--prom"):
+    for flag in ("--json-file", "--prom"):
         claim = volume_at(args[args.index(flag) + 1])["persistentVolumeClaim"]["claimName"]
         assert claim == objects["PersistentVolumeClaim"]["metadata"]["name"]
     # The root filesystem is read-only, so HOME (Ansible's temp files, SSH control sockets) is a volume.

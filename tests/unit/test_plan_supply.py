@@ -116,7 +116,7 @@ def test_plan_json_shows_each_hosts_repositories_and_packages(gpufabric, tmp_pat
 def test_an_unknown_os_is_refused_naming_host_value_and_accepted(gpufabric, tmp_path):
     inventory = write_inventory(tmp_path, {"a3m-1": {**TCPXO_HOST, "gpufabric_os": "ubuntu-20.04"}})
     result = gpufabric("plan", "-i", str(inventory), "--json")
-    assert result.returncode == 2 and result.stdout == ""  # the CLI's code for bad input
+    assert result.returncode == 1 and result.stdout == ""  # the CLI's code for bad input
     assert result.stderr.strip() == (
         "error: host a3m-1: host variable gpufabric_os 'ubuntu-20.04' is not accepted; accepted: "
         "ubuntu-22.04, ubuntu-24.04, debian-12, debian-13, rhel-9"
