@@ -25,10 +25,9 @@ from rich.text import Text
 
 from gpufabric import ansible_settings, drift_events, drift_report, runs
 from gpufabric import catalog as fabric_catalog
-from gpufabric.errors import UserError
+from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 
 TIERS = ("best", "standard")
-EXIT_OK, EXIT_FAILED = 0, 1
 # Per-host states, worst first.
 STATES = ("unreachable", "failed", "stopped", "unmanaged", "changed", "ok")
 STATE_STYLE = {

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gpufabric.errors import EXIT_CHANGES, EXIT_FAILED, EXIT_OK
+
 REPORT_VERSION = 1
 # Worst first: a host's state, and the order of every per-state listing.
 STATES = ("unreachable", "failed", "unmanaged", "drifted", "clean")
 # The one unmanaged code that is the operator's choice: it does not make a run fail. The plan's
 # fabric_plan.EXCLUDED; written out here so that reading reports loads no collection code.
 EXCLUDED = "excluded"
-EXIT_CLEAN, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 # Tasks outside any role (pre_tasks, tasks, handlers of the playbook itself) are grouped here.
 PLAYBOOK_ROLE = "playbook"
 COUNT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "ignored", "rescued")
@@ -173,7 +174,7 @@ def exit_code(result: DriftResult) -> int:
     or the run is incomplete (wins over 2)."""
     unmanaged = [name for name in result.hosts_in("unmanaged") if not result.hosts[name].excluded]
     if result.problems or result.hosts_in("failed") or result.hosts_in("unreachable") or unmanaged:
-        return EXIT_ERROR
+        return EXIT_FAILED
     if result.hosts_in("drifted"):
-        return EXIT_DRIFT
-    return EXIT_CLEAN
+        return EXIT_CHANGES
+    return EXIT_OK

@@ -211,8 +211,8 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
             for pin in pins:
                 rule = " ".join(line for line in pin["content"].splitlines() if not line.startswith("#"))
                 console.print(f"  {role}: APT preferences {pin['path']}: {rule}", markup=False, highlight=False)
+        preferences_path = module_utils("supply_chain").preferences_path
         for role, steps in chain["roles"].items():
-            preferences_path = module_utils("supply_chain").preferences_path
             released = [preferences_path(name) for step in steps for name in step.get("release", [])]
             if released:
                 console.print(
