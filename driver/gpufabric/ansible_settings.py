@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufabric.ansible_config import ConfigFile
 from gpufabric.errors import UserError
 
 STOCK, TUNED = "stock", "tuned"
@@ -53,10 +54,20 @@ class Setting:
     why: str
 
 
+# The state directory of a root run without $XDG_STATE_HOME: the FHS place for a service's state
+# (systemd's StateDirectory=gpufabric), where a read-only root filesystem mounts its volume.
+ROOT_STATE_DIR = Path("/var/lib/gpufabric")
+GPUFABRIC, ENVIRONMENT = "gpufabric", "environment"
+
+
 def state_dir() -> Path:
-    """gpufabric's state directory: $XDG_STATE_HOME/gpufabric, else ~/.local/state/gpufabric."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpufabric"
+    """gpufabric's state directory: $XDG_STATE_HOME/gpufabric; else /var/lib/gpufabric for root and
+    ~/.local/state/gpufabric for anyone else."""
+    if os.environ.get("XDG_STATE_HOME"):
+        return Path(os.environ["XDG_STATE_HOME"]) / "gpufabric"
+    if os.geteuid() == 0:
+        return ROOT_STATE_DIR
+    return Path.home() / ".local" / "state" / "gpufabric"
 
 
 def forks_for(hosts: int) -> int:
@@ -176,6 +187,36 @@ def settings(
     if parse_name(name) == TUNED:
         return tuned(hosts, state=state, forks=forks, strategy=strategy)
     return stock(forks=forks, strategy=strategy)
+
+
+@dataclass(frozen=True)
+class Layered:
+    """One setting of the set and what decides it: the environment, the user's ansible.cfg, or gpufabric."""
+
+    setting: Setting
+    source: str  # ENVIRONMENT, the ansible.cfg's path, or GPUFABRIC
+    value: str  # the value Ansible gets
+
+
+def layer(chosen: list[Setting], config: ConfigFile | None) -> list[Layered]:
+    """The set under the user's own configuration: what they exported wins, then what their
+    ansible.cfg sets, then gpufabric's value (an environment variable outranks any file, so
+    gpufabric leaves out every setting the user decided)."""
+    layered = []
+    for setting in chosen:
+        from_file = config.value_of(setting.env) if config is not None else None
+        if setting.env in os.environ:
+            layered.append(Layered(setting, ENVIRONMENT, os.environ[setting.env]))
+        elif from_file is not None:
+            layered.append(Layered(setting, str(config.path if config else ""), from_file))
+        else:
+            layered.append(Layered(setting, GPUFABRIC, setting.value))
+    return layered
+
+
+def ours(layered: list[Layered]) -> list[Setting]:
+    """The settings gpufabric itself sets (the user decided none of them)."""
+    return [entry.setting for entry in layered if entry.source == GPUFABRIC]
 
 
 def environment(chosen: list[Setting]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from rich.text import Text
 from gpufabric import ansible_settings, drift_events, drift_report, runs
 from gpufabric import catalog as fabric_catalog
 from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
+from gpufabric.playbook_args import PlaybookArgs
 
 TIERS = ("best", "standard")
 # Per-host states, worst first.
@@ -56,6 +57,7 @@ class ApplyOptions:
     catalog_files: list[Path] = field(default_factory=list)
     artifacts: Path | None = None
     settings: str = ansible_settings.TUNED
+    args: PlaybookArgs = field(default_factory=PlaybookArgs)
 
 
 @dataclass
@@ -242,7 +244,7 @@ def execute(
     """Validate the options, run site.yml and summarize it.
 
     artifacts_dir: this run's own artifact directory (gpufabric drift --remediate gives one);
-    without it, <--artifacts or ./gpufabric-runs/apply-<time>>/apply.
+    without it, <--artifacts or <state>/runs/apply-<time>>/apply.
     """
     tier = parse_tier(options.tier)
     ansible_settings.parse_name(options.settings)
@@ -272,6 +274,7 @@ def execute(
         hosts=hosts,
         watch=watch,
         label=label,
+        args=options.args,
     )
     return summarize(run, options.check)
 

@@ -20,9 +20,10 @@ import yaml
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import lab_podman, runs
-from gpufabric.collection import collection_root, plugin_utils
+from gpufabric.collection import collection_root
 from gpufabric.errors import UserError
 from gpufabric.lab_image import LAB_IMAGE, ensure_image
+from gpufabric.playbook_args import PlaybookArgs
 
 Progress = Callable[[str], None]
 TIERS = ("best", "standard")
@@ -39,7 +40,7 @@ class Options:
     image: str = LAB_IMAGE
     tier: str | None = None
     catalog_files: list[Path] = field(default_factory=list)
-    extra_vars: dict[str, Any] = field(default_factory=dict)
+    args: PlaybookArgs = field(default_factory=PlaybookArgs)
     artifacts: Path | None = None
 
 
@@ -52,31 +53,6 @@ class Result:
     committed: bool
 
 
-def parse_extra_vars(values: list[str] | None) -> dict[str, Any]:
-    """-e KEY=VALUE (a YAML value) or -e @FILE (a YAML mapping), in order; later ones win."""
-    bounded_yaml = plugin_utils("bounded_yaml")
-    merged: dict[str, Any] = {}
-    for value in values or []:
-        if value.startswith("@"):
-            path = Path(value[1:])
-            try:
-                loaded = bounded_yaml.load_file(path)
-            except bounded_yaml.YAMLFileError as exc:
-                raise UserError(f"-e {value}: cannot read a YAML mapping: {exc}") from None
-            if not isinstance(loaded, dict):
-                raise UserError(f"-e {value}: {path} holds no YAML mapping; accepted: KEY: VALUE lines")
-            merged.update(loaded)
-            continue
-        key, sep, text = value.partition("=")
-        if not sep or not key.isidentifier():
-            raise UserError(f"-e {value!r}: accepted: KEY=VALUE (KEY a variable name) or @FILE.yml")
-        try:
-            merged[key] = bounded_yaml.load_text(text, f"-e {key}") if text else ""
-        except bounded_yaml.YAMLFileError as exc:
-            raise UserError(f"{exc}; accepted: KEY=VALUE with VALUE one YAML value") from None
-    return merged
-
-
 def check(options: Options) -> dict[str, Any]:
     """Refuse bad input before any container starts; the bake's variables."""
     if fabric_catalog.load(options.catalog_files).get(options.profile) is None:
@@ -87,7 +63,7 @@ def check(options: Options) -> dict[str, Any]:
         raise UserError(f"--tier {options.tier!r}: accepted: {', '.join(TIERS)}")
     if not options.tag or any(char.isspace() for char in options.tag):
         raise UserError(f"--tag {options.tag!r}: accepted: an image name such as localhost/gpu-node:2026-11")
-    variables: dict[str, Any] = {**options.extra_vars, "gpufabric_profile": options.profile}
+    variables: dict[str, Any] = {"gpufabric_profile": options.profile}
     if options.tier is not None:
         variables["gpufabric_tier"] = options.tier
     files = [str(path.resolve()) for path in fabric_catalog.override_files(options.catalog_files)]
@@ -124,6 +100,7 @@ def bake(options: Options, progress: Progress) -> Result:
             progress=progress,
             hosts=[container],
             label="bake",
+            args=options.args,
         )
         if run.rc != 0:
             progress(f"bake.yml failed (exit {run.rc}); no image made. Artifacts: {artifacts}")

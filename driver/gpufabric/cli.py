@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 from typer import rich_utils as typer_rich_utils
 
-from gpufabric import __version__, discovery, drift_formats, k8s, output_file
+from gpufabric import __version__, discovery, drift_formats, k8s, output_file, playbook_args, show_settings
 from gpufabric import ansible_settings as playbook_settings
 from gpufabric import apply as fabric_apply
 from gpufabric import bake as fleet_bake
@@ -300,7 +300,7 @@ def nccl_parse(
 ) -> None:
     """Parse nccl-tests output: rows, footer, completeness and errors.
 
-    Exit 0 when every run is complete and clean, 1 when one is incomplete or invalid, 2 when the file
+    Exit 0 when every run is complete and clean, 1 when one is incomplete or invalid or the file
     cannot be read. Bandwidth is not judged here (`gpufabric verify` does that against the catalog).
     """
     runs = nccl_output.parse_file(file)
@@ -341,7 +341,7 @@ def verify(
         typer.Option(
             "-o",
             "--output",
-            help="Directory for the results, report.json and busbw.png (default ./nccl-verify-<timestamp>; "
+            help="Directory for the results, report.json and busbw.png (default <state>/runs/verify-<UTC time>; "
             "with --from-results, that directory).",
         ),
     ] = None,
@@ -354,13 +354,25 @@ def verify(
         typer.Option(help="Text put before the plot's title (e.g. the site or the date)."),
     ] = None,
     as_json: JsonOption = False,
+    show: ShowSettingsOption = False,
+    extra_vars: ExtraVarsOption = None,
+    user: RemoteUserOption = None,
+    private_key: PrivateKeyOption = None,
+    ask_become_pass: AskBecomeOption = False,
+    become_password_file: BecomeFileOption = None,
+    vault_id: VaultIdOption = None,
+    vault_password_file: VaultFileOption = None,
+    verbose: VerboseOption = 0,
 ) -> None:
     """Prove the fabric with nccl-tests: run playbooks/verify.yml, judge every output against the catalog.
 
     Writes report.json and busbw.png (busbw vs message size, the catalog's line rate and threshold).
-    Exit 0 when every run passed (warn and unjudged too, with a warning line), 1 when a run failed
-    or a tier could not run, 2 on a usage error.
+    Exit 0 when every run passed (warn and unjudged too, with a warning line), 1 when a run failed,
+    a tier could not run, or on a usage error.
     """
+    if show:
+        # verify runs with Ansible's defaults under the user's configuration, host key checking off.
+        _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env())
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
     if output is not None:
         output_file.check_directory(output, "-o")
@@ -374,6 +386,9 @@ def verify(
         output=output,
         from_results=from_results,
         title=title,
+        args=_ansible_args(
+            extra_vars, user, private_key, ask_become_pass, become_password_file, vault_id, vault_password_file, verbose
+        ),
     )
 
     def progress(line: str) -> None:
@@ -420,9 +435,103 @@ LimitOption = Annotated[
 ]
 ArtifactsOption = Annotated[
     Optional[Path],  # noqa: UP045
-    typer.Option(help="New or empty directory for ansible-runner's artifacts (default ./gpufabric-runs/<cmd>-<UTC>)."),
+    typer.Option(
+        help="New or empty directory for ansible-runner's artifacts (default <state>/runs/<cmd>-<UTC time>, <state> "
+        "$XDG_STATE_HOME/gpufabric, /var/lib/gpufabric for root, else ~/.local/state/gpufabric)."
+    ),
 ]
 Watch = Optional[Callable[[playbook_runs.Tally], None]]  # noqa: UP045
+
+# The ansible-playbook options passed through unchanged (gpufabric.playbook_args); their own help panel.
+PANEL = "ansible-playbook options (passed through)"
+ExtraVarsOption = Annotated[
+    ListOption,
+    typer.Option(
+        "-e",
+        "--extra-vars",
+        help="KEY=VALUE, YAML/JSON or @FILE, repeatable; as ansible-playbook reads it (gpufabric's own options win).",
+        rich_help_panel=PANEL,
+    ),
+]
+RemoteUserOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("-u", "--user", help="Connect as this user.", rich_help_panel=PANEL),
+]
+PrivateKeyOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--private-key", "--key-file", help="SSH private key file.", rich_help_panel=PANEL),
+]
+AskBecomeOption = Annotated[
+    bool,
+    typer.Option("-K", "--ask-become-pass", help="Ask for the become (sudo) password once.", rich_help_panel=PANEL),
+]
+BecomeFileOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--become-password-file", help="Become password file.", rich_help_panel=PANEL),
+]
+VaultIdOption = Annotated[
+    ListOption,
+    typer.Option("--vault-id", help="Vault identity LABEL@FILE or FILE (repeatable).", rich_help_panel=PANEL),
+]
+VaultFileOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045
+    typer.Option("--vault-password-file", help="Vault password file (repeatable).", rich_help_panel=PANEL),
+]
+VerboseOption = Annotated[
+    int,
+    typer.Option(
+        "-v",
+        "--verbose",
+        count=True,
+        help="ansible-playbook verbosity (-vvv), in the run's stdout artifact.",
+        rich_help_panel=PANEL,
+    ),
+]
+TagsOption = Annotated[
+    ListOption, typer.Option("-t", "--tags", help="Only tasks and roles tagged so.", rich_help_panel=PANEL)
+]
+SkipTagsOption = Annotated[
+    ListOption, typer.Option("--skip-tags", help="Skip tasks and roles tagged so.", rich_help_panel=PANEL)
+]
+ShowSettingsOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-settings",
+        help="Print the Ansible configuration file and settings a run would use, and who set each; run nothing.",
+    ),
+]
+
+
+def _ansible_args(
+    extra_vars: list[str] | None,
+    user: str | None,
+    private_key: Path | None,
+    ask_become_pass: bool,
+    become_password_file: Path | None,
+    vault_id: list[str] | None,
+    vault_password_file: list[Path] | None,
+    verbose: int,
+    tags: list[str] | None = None,
+    skip_tags: list[str] | None = None,
+) -> playbook_args.PlaybookArgs:
+    return playbook_args.build(
+        extra_vars=extra_vars,
+        user=user,
+        private_key=private_key,
+        ask_become_pass=ask_become_pass,
+        become_password_file=become_password_file,
+        vault_ids=vault_id,
+        vault_password_files=vault_password_file,
+        verbosity=verbose,
+        tags=tags,
+        skip_tags=skip_tags,
+    )
+
+
+def _show_settings(settings: str, hosts: int, *, always: dict[str, str] | None = None) -> None:
+    """--show-settings: print and exit 0."""
+    show_settings.render(show_settings.describe(settings, hosts, always=always), stdout)
+    raise typer.Exit(EXIT_OK)
 
 
 @contextmanager
@@ -462,12 +571,25 @@ def apply_command(
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     settings: SettingsOption = playbook_settings.TUNED,
+    show: ShowSettingsOption = False,
+    extra_vars: ExtraVarsOption = None,
+    user: RemoteUserOption = None,
+    private_key: PrivateKeyOption = None,
+    ask_become_pass: AskBecomeOption = False,
+    become_password_file: BecomeFileOption = None,
+    vault_id: VaultIdOption = None,
+    vault_password_file: VaultFileOption = None,
+    verbose: VerboseOption = 0,
+    tags: TagsOption = None,
+    skip_tags: SkipTagsOption = None,
 ) -> None:
     """Run playbooks/site.yml: configure every host as its catalog profile says, then show each host.
 
     Exit 0 when every host finished (or was excluded on purpose: gpufabric_managed false), 1 when a host
     failed, was unreachable, never got to run or is not managed (no catalog profile), or on bad input.
     """
+    if show:
+        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
     options = fabric_apply.ApplyOptions(
         inventory=inventory,
         tier=tier,
@@ -478,6 +600,18 @@ def apply_command(
         catalog_files=list(catalog or []),
         artifacts=artifacts,
         settings=settings,
+        args=_ansible_args(
+            extra_vars,
+            user,
+            private_key,
+            ask_become_pass,
+            become_password_file,
+            vault_id,
+            vault_password_file,
+            verbose,
+            tags,
+            skip_tags,
+        ),
     )
     with _run_display() as (progress, watch):
         result = fabric_apply.execute(options, progress, watch=watch)
@@ -516,6 +650,17 @@ def drift_command(
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     settings: SettingsOption = playbook_settings.TUNED,
+    show: ShowSettingsOption = False,
+    extra_vars: ExtraVarsOption = None,
+    user: RemoteUserOption = None,
+    private_key: PrivateKeyOption = None,
+    ask_become_pass: AskBecomeOption = False,
+    become_password_file: BecomeFileOption = None,
+    vault_id: VaultIdOption = None,
+    vault_password_file: VaultFileOption = None,
+    verbose: VerboseOption = 0,
+    tags: TagsOption = None,
+    skip_tags: SkipTagsOption = None,
 ) -> None:
     """Check every host against site.yml (check and diff mode) and report its drift.
 
@@ -524,6 +669,8 @@ def drift_command(
     host var gpufabric_managed: false) or the check broke, or on bad input (a bad option value, an unreadable
     inventory: before any run and any report). docs/drift.md has the reports' formats.
     """
+    if show:
+        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
     options = fabric_drift.DriftOptions(
         inventory=inventory,
         tier=tier,
@@ -536,6 +683,18 @@ def drift_command(
         artifacts=artifacts,
         settings=settings,
         diffs=diffs,
+        args=_ansible_args(
+            extra_vars,
+            user,
+            private_key,
+            ask_become_pass,
+            become_password_file,
+            vault_id,
+            vault_password_file,
+            verbose,
+            tags,
+            skip_tags,
+        ),
     )
     with _run_display() as (progress, watch):
         outcome = fabric_drift.execute(options, progress, stderr if json_out else stdout, watch=watch)
@@ -601,7 +760,7 @@ def demo(
     output: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(
-            "-o", "--output", help="Directory for the reports and artifacts (default ./gpufabric-demo-<time>)."
+            "-o", "--output", help="Directory for the reports and artifacts (default <state>/runs/demo-<UTC time>)."
         ),
     ] = None,
 ) -> None:
@@ -622,25 +781,28 @@ def bake(
         str, typer.Option(help="Base image with systemd (the lab image, with sshd, is built when missing).")
     ] = local_lab.LAB_IMAGE,
     tier: RunTierOption = None,
-    extra_vars: Annotated[
-        ListOption,
-        typer.Option("-e", "--extra-vars", help="KEY=VALUE (a YAML value) or @FILE.yml, repeatable, as ansible's."),
-    ] = None,
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
+    show: ShowSettingsOption = False,
+    extra_vars: ExtraVarsOption = None,
+    vault_id: VaultIdOption = None,
+    vault_password_file: VaultFileOption = None,
+    verbose: VerboseOption = 0,
 ) -> None:
     """Bake a golden image locally: playbooks/bake.yml in a podman container, committed as --tag.
 
     The same playbook Packer's Ansible provisioner runs (examples/packer). Exit 0 when the image was
-    made, 1 when bake.yml failed (no image), 2 on a usage error.
+    made, 1 when bake.yml failed (no image) or on a usage error.
     """
+    if show:
+        _show_settings(playbook_settings.TUNED, 1)
     options = fleet_bake.Options(
         profile=profile,
         tag=tag,
         image=image,
         tier=tier,
         catalog_files=list(catalog or []),
-        extra_vars=fleet_bake.parse_extra_vars(extra_vars),
+        args=_ansible_args(extra_vars, None, None, False, None, vault_id, vault_password_file, verbose),
         artifacts=artifacts,
     )
     result = fleet_bake.bake(options, _lab_progress)

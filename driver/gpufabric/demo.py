@@ -23,7 +23,7 @@ from rich.text import Text
 from gpufabric import apply as fleet_apply
 from gpufabric import catalog as fabric_catalog
 from gpufabric import drift as fleet_drift
-from gpufabric import drift_console, drift_report, lab
+from gpufabric import drift_console, drift_report, lab, runs
 from gpufabric import plan as fleet_plan
 from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
@@ -131,7 +131,8 @@ def check(options: Options) -> None:
 def run(options: Options, console: Console, progress: Progress) -> int:
     """Run every step; 0 when each did what it should, 1 otherwise."""
     check(options)
-    output = options.output or Path.cwd() / f"gpufabric-demo-{time.strftime('%Y%m%dT%H%M%S')}"
+    # Like every run: under the state directory, never the current one (which may be read-only).
+    output = options.output or runs.default_artifacts("demo")
     demo = Demo(options, console, progress, output)
     try:
         _steps(demo)

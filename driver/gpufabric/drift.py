@@ -30,6 +30,7 @@ from gpufabric import (
     runs,
 )
 from gpufabric import catalog as fabric_catalog
+from gpufabric.playbook_args import PlaybookArgs
 
 
 @dataclass
@@ -45,6 +46,7 @@ class DriftOptions:
     artifacts: Path | None = None
     settings: str = ansible_settings.TUNED
     diffs: bool = False
+    args: PlaybookArgs = field(default_factory=PlaybookArgs)
 
 
 @dataclass
@@ -101,6 +103,7 @@ def run_check(
         hosts=hosts,
         watch=watch,
         label=label,
+        args=options.args,
     )
     result = drift_events.summarize(run.events, expected_hosts=hosts)
     problem = _run_problem(run, result)
@@ -175,6 +178,7 @@ def _remediate(
         limit=",".join(drifted),
         catalog_files=options.catalog_files,
         settings=options.settings,
+        args=options.args,
     )
     return apply.execute(remedy, progress, watch=watch, artifacts_dir=base / "remediate", label="remediate")
 

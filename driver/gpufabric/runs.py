@@ -18,8 +18,15 @@ removed after the run), never on the command line; gpufabric-run.json holds them
 secret is a variable whose name contains one of SECRET_NAME_PARTS (any case), or one named in
 $GPUFABRIC_SECRET_VARS (comma-separated). A task that prints a secret must say `no_log: true`.
 
-Retention: each default run directory (./gpufabric-runs/<kind>-<UTC time>) prunes the oldest of its
-kind, keeping $GPUFABRIC_KEEP_RUNS (default 20; 0 keeps every run); nothing else is ever removed.
+The user's Ansible: the ansible.cfg ansible-playbook would read in the user's directory
+(gpufabric.ansible_config) is every run's ANSIBLE_CONFIG, and a setting it sets (or the environment
+exports) wins over gpufabric's set; the ansible-playbook options the user gave (gpufabric.playbook_args)
+go on its command line, and reach the artifacts only redacted.
+
+Retention: runs land in the state directory, never the current one: each default run directory
+(<state>/runs/<kind>-<UTC time>, <state> as gpufabric.ansible_settings.state_dir says) prunes the
+oldest of its kind, keeping $GPUFABRIC_KEEP_RUNS (default 20; 0 keeps every run); nothing else is ever
+removed.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -37,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufabric import ansible_settings, output_file
+from gpufabric import ansible_config, ansible_settings, output_file, playbook_args
 from gpufabric import inventory as inventory_source
 from gpufabric.collection import collection_root, collections_path
 from gpufabric.errors import UserError
@@ -45,7 +53,7 @@ from gpufabric.errors import UserError
 Progress = Callable[[str], None]
 # The fact site.yml's last task sets on every host that finished the play.
 REBOOT_FACT = "gpufabric_reboot_required"
-RUNS_DIR = "gpufabric-runs"
+RUNS_DIR = "runs"
 KEEP_RUNS_ENV = "GPUFABRIC_KEEP_RUNS"
 DEFAULT_KEEP_RUNS = 20
 # A directory default_artifacts names: <kind>-<UTC time>, with -N when two runs share a second.
@@ -87,8 +95,9 @@ def site_playbook() -> Path:
     return collection_root() / "playbooks" / "site.yml"
 
 
-def base_env() -> dict[str, str]:
-    """What every run needs: this collection first, the Ansible beside this Python, no colour codes."""
+def base_env(host_key_checking: bool = True) -> dict[str, str]:
+    """What every run needs: this collection first, the Ansible beside this Python, no colour codes, the
+    user's ansible.cfg; host_key_checking: the default when neither the environment nor that file decides."""
     paths = [str(collections_path())]
     if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
         paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
@@ -97,9 +106,15 @@ def base_env() -> dict[str, str]:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "ANSIBLE_NOCOLOR": "1",
     }
-    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
-        # ansible-runner would set False here; Ansible's own default is True and stays.
-        env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    config = ansible_config.user_config()
+    if config is not None:
+        # Found from the user's directory: ansible-playbook, started elsewhere, would miss ./ansible.cfg.
+        env["ANSIBLE_CONFIG"] = str(config.path)
+    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ and (
+        config is None or config.value_of("ANSIBLE_HOST_KEY_CHECKING") is None
+    ):
+        # ansible-runner would set False unless told; Ansible's own default is True and stays.
+        env["ANSIBLE_HOST_KEY_CHECKING"] = str(host_key_checking)
     return env
 
 
@@ -118,7 +133,7 @@ def keep_runs() -> int:
     if not text.strip().isdigit() or int(text) > 1_000_000:
         raise UserError(
             f"{KEEP_RUNS_ENV}={text!r} (environment): not a count; accepted: the number of runs of each "
-            "command to keep in ./gpufabric-runs (a whole number), or 0 to keep every run"
+            f"command to keep in {runs_root()} (a whole number), or 0 to keep every run"
         )
     return int(text)
 
@@ -150,13 +165,18 @@ def prune_runs(runs_dir: Path, kind: str, keep: int) -> list[Path]:
     return removed
 
 
+def runs_root() -> Path:
+    """Where runs land by default: <state directory>/runs (a read-only working directory is fine)."""
+    return ansible_settings.state_dir() / RUNS_DIR
+
+
 def default_artifacts(kind: str) -> Path:
-    """./gpufabric-runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second).
+    """<state>/runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second).
 
     The oldest runs of the kind go first, so that with this one $GPUFABRIC_KEEP_RUNS are left.
     """
     keep = keep_runs()
-    runs_dir = Path.cwd() / RUNS_DIR
+    runs_dir = runs_root()
     prune_runs(runs_dir, kind, keep - 1 if keep else 0)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = runs_dir / f"{kind}-{stamp}"
@@ -195,17 +215,27 @@ def redact(value: Any, marked: set[str] | None = None) -> Any:
     return value
 
 
+def redact_args(args: list[str]) -> list[str]:
+    """An ansible-playbook command line with the secrets of every inline -e redacted."""
+    marked = secret_names()
+    return playbook_args.redact_cmdline(args, lambda name: is_secret(name, marked), REDACTED)
+
+
 def scrub_command_file(artifacts_dir: Path) -> None:
     """Rewrite ansible-runner's `command` file (command line, cwd, the whole environment) with every
-    secret of its environment redacted. Nothing there to scrub yet is fine."""
+    secret of its environment and of the command line's -e redacted. Nothing there to scrub yet is fine."""
     path = artifacts_dir / "command"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    if isinstance(data, dict) and isinstance(data.get("env"), dict):
+    if not isinstance(data, dict):
+        return
+    if isinstance(data.get("env"), dict):
         data["env"] = redact(data["env"])
-        output_file.write_atomically(path, json.dumps(data, ensure_ascii=False), mode=0o600)
+    if isinstance(data.get("command"), list):
+        data["command"] = redact_args([str(arg) for arg in data["command"]])
+    output_file.write_atomically(path, json.dumps(data, ensure_ascii=False), mode=0o600)
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
@@ -290,6 +320,7 @@ def run_playbook(
     hosts: list[str] | None = None,
     watch: Callable[[Tally], None] | None = None,
     label: str = "",
+    args: playbook_args.PlaybookArgs | None = None,
 ) -> PlaybookRun:
     """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
 
@@ -297,6 +328,7 @@ def run_playbook(
     host. hosts: the inventory's hosts the run covers, when the caller listed them already (sizes
     forks and the progress count). progress gets a line at the start, per task and at the end;
     with watch (a live display, given the Tally after every event) the per-task lines are left out.
+    args: the ansible-playbook options the user gave, passed through.
     """
     import ansible_runner
 
@@ -304,17 +336,18 @@ def run_playbook(
         raise ValueError("an empty limit would run every host; give None for no limit")
     check_artifacts(artifacts_dir)
     covered = hosts if hosts is not None else inventory_hosts(inventory, limit)
+    args = args or playbook_args.PlaybookArgs()
+    config = ansible_config.user_config()
     chosen = ansible_settings.settings(settings, len(covered), forks=forks, strategy=strategy)
-    # A setting the user exported wins over the set: their environment is their configuration.
-    applied = [setting for setting in chosen if setting.env not in os.environ]
-    applied = ansible_settings.without_long_control_dir(applied)
+    applied = ansible_settings.without_long_control_dir(ansible_settings.ours(ansible_settings.layer(chosen, config)))
     ansible_settings.prepare(applied)
     env = {**ansible_settings.environment(applied), **base_env()}
     tally = Tally(covered, label)
     events: list[dict[str, Any]] = []
     say = progress or (lambda line: None)
     mode = " in check mode" if check else ""
-    say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}")
+    where = f", config {config.path}" if config else ""
+    say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}{where}")
 
     def on_event(event: dict[str, Any]) -> bool:
         events.append(event)
@@ -331,7 +364,8 @@ def run_playbook(
         if data.get("status") == "running":
             scrub_command_file(artifacts_dir)
 
-    cmdline = " ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted)
+    flags = [flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted]
+    cmdline = shlex.join(flags + args.cmdline())
     started = time.monotonic()
     artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
     # The private data directory holds ansible-runner's copies of the inputs (env/extravars, given
@@ -349,6 +383,7 @@ def run_playbook(
                 extravars=extravars or {},
                 envvars=env,
                 cmdline=cmdline or None,
+                passwords=playbook_args.passwords(args),
                 # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
                 fact_cache_type="none",
                 quiet=True,
@@ -363,6 +398,13 @@ def run_playbook(
     tally.over = True
     say(tally.line() + f" ({duration:.1f}s, exit {rc})")
     ansible_env = redact({key: value for key, value in env.items() if key.startswith("ANSIBLE_")})
-    record = {"settings": settings, "ansible_env": ansible_env, "limit": limit, "extravars": redact(extravars or {})}
+    record = {
+        "settings": settings,
+        "ansible_config": str(config.path) if config else None,
+        "ansible_env": ansible_env,
+        "ansible_args": redact_args(args.cmdline()),
+        "limit": limit,
+        "extravars": redact(extravars or {}),
+    }
     output_file.write_atomically(artifacts_dir / "gpufabric-run.json", json.dumps(record, indent=2) + "\n")
     return PlaybookRun(rc, status, events, artifacts_dir, duration, list(covered), ansible_env)

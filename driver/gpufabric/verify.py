@@ -12,19 +12,18 @@ gpufabric.report, so `--from-results` gives the same report from the same direct
 
 from __future__ import annotations
 
-import os
-import sys
+import shlex
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufabric import catalog as fabric_catalog
-from gpufabric import plot, report
-from gpufabric.collection import collection_root, collections_path, module_utils
+from gpufabric import playbook_args, plot, report, runs
+from gpufabric.collection import collection_root, module_utils
 from gpufabric.errors import UserError
+from gpufabric.playbook_args import PlaybookArgs
 
 TIERS = ("best", "standard")
 LOG_FILE = "ansible.log"
@@ -45,6 +44,7 @@ class Options:
     output: Path | None = None
     from_results: Path | None = None
     title: str | None = None
+    args: PlaybookArgs = field(default_factory=PlaybookArgs)
 
 
 def parse_tiers(tier: str | None, compare: str | None) -> tuple[list[str], bool]:
@@ -80,20 +80,15 @@ def parse_collectives(values: list[str] | None) -> list[str]:
 
 
 def default_output() -> Path:
-    return Path.cwd() / f"nccl-verify-{time.strftime('%Y%m%dT%H%M%S')}"
+    """A new run directory under the state directory (never the current one), pruned like apply's and drift's."""
+    return runs.default_artifacts("verify")
 
 
 def runner_env() -> dict[str, str]:
-    """Environment for ansible-playbook: this collection first, the `ansible` beside this Python."""
-    paths = [str(collections_path())]
-    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
-        paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
-    return {
-        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_HOST_KEY_CHECKING": "False",
-        "ANSIBLE_NOCOLOR": "1",
-    }
+    """Environment for ansible-playbook: gpufabric's (this collection first, the `ansible` beside this
+    Python, the user's ansible.cfg), with host key checking off unless the user's environment or
+    ansible.cfg decides it (an inventory may still turn it on per host, as the lab's does)."""
+    return runs.base_env(host_key_checking=False)
 
 
 def extra_vars(options: Options, tier: str, results_dir: Path) -> dict[str, Any]:
@@ -172,6 +167,8 @@ def run_tier(
             inventory=inventory,
             extravars=extra_vars(options, tier, results_dir),
             envvars=runner_env(),
+            cmdline=shlex.join(options.args.cmdline()) or None,
+            passwords=playbook_args.passwords(options.args),
             quiet=True,
             event_handler=events,
         )

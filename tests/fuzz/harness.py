@@ -62,6 +62,9 @@ def _snapshot(path: Path) -> tuple[str, object]:
     return ("special", stat.S_IFMT(mode))
 
 
+STATE = "state"
+
+
 def run(case: Case, tmp: Path) -> Result:
     if case.setup is not None:
         case.setup(tmp)
@@ -70,6 +73,8 @@ def run(case: Case, tmp: Path) -> Result:
     # Nothing from the caller's ANSIBLE_* or GPUFABRIC_* settings leaks in; ansible-* found beside python.
     env = {key: value for key, value in os.environ.items() if not key.startswith(("ANSIBLE_", "GPUFABRIC_"))}
     env.update(NO_COLOR="1", COLUMNS="200", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    # gpufabric's state directory (default run artifacts, fact cache) inside the case's directory.
+    env["XDG_STATE_HOME"] = str(tmp / STATE)
     env.update(case.env)
     env = {key: value.replace("{tmp}", str(tmp)) for key, value in env.items()}
     done = subprocess.run(

@@ -2,7 +2,7 @@
 """Bad command-line values, inventories and endpoints: refused at once, one line naming the value.
 
 Every command exits 1 on bad input, drift included (a scheduler reads drift's 2 as "drift found").
-Nothing may be written: no gpufabric-runs/ artifacts directory appears for a refused run.
+Nothing may be written: no state directory (where default run artifacts go) appears for a refused run.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fuzz import harness
 from tests.fuzz.harness import Case, run
 
-NO_RUN = ("gpufabric-runs",)  # the default artifacts directory: a refused run never makes it
+NO_RUN = (harness.STATE,)  # the state directory of default run artifacts: a refused run never makes it
 AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true"}
 
 

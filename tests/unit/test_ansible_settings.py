@@ -78,7 +78,10 @@ def test_state_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert ansible_settings.state_dir() == tmp_path / "gpufabric"
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(ansible_settings.os, "geteuid", lambda: 1000)
     assert ansible_settings.state_dir() == tmp_path / "home" / ".local" / "state" / "gpufabric"
+    monkeypatch.setattr(ansible_settings.os, "geteuid", lambda: 0)
+    assert ansible_settings.state_dir() == Path("/var/lib/gpufabric"), "root: the FHS place, systemd's StateDirectory"
 
 
 def test_a_control_directory_too_long_for_a_socket_is_left_to_ansible() -> None:

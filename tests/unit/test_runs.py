@@ -101,10 +101,12 @@ def test_an_unreadable_inventory_is_a_user_error(tmp_path: Path) -> None:
         runs.inventory_hosts(str(tmp_path / "missing.yml"))
 
 
-def test_default_artifacts_are_new_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_artifacts_are_new_directories_in_the_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_state: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
     first = runs.default_artifacts("drift")
-    assert first.parent == tmp_path / "gpufabric-runs"
+    assert first.parent == private_state / "gpufabric" / "runs"
     assert first.name.startswith("drift-") and first.name.endswith("Z")
     first.mkdir(parents=True)
     second = runs.default_artifacts("drift")
@@ -130,10 +132,9 @@ RUN_DIRS = [f"drift-20261201T0{n}0000Z" for n in range(5)] + ["drift-20261201T04
 
 
 def test_default_artifacts_keep_the_last_runs_of_their_kind_and_nothing_else(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_state: Path
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    base = tmp_path / "gpufabric-runs"
+    base = private_state / "gpufabric" / "runs"
     for name in RUN_DIRS:
         (base / name / "check").mkdir(parents=True)
     (base / "drift-20261201T000000Z.txt").write_text("an operator's note\n")
