@@ -90,7 +90,7 @@ def test_inline_extra_vars_with_secrets_are_redacted_and_others_kept() -> None:
         ({"private_key": Path("nokey")}, r"^--private-key nokey: no such file"),
         ({"become_password_file": Path("nofile")}, r"^--become-password-file nofile: no such file"),
         ({"vault_password_files": [Path("nofile")]}, r"^--vault-password-file nofile: no such file"),
-        ({"vault_ids": ["prod@prompt"]}, r"^--vault-id prod@prompt: prompt is not supported; accepted: a password file"),
+        ({"vault_ids": ["prod@prompt"]}, r"^--vault-id prod@prompt: prompt is not supported; accepted: a password"),
         ({"vault_ids": ["prod@nofile"]}, r"^--vault-id prod@nofile: no such file"),
         ({"ask_become_pass": True, "become_password_file": Path("x")}, r"not both"),
     ],
