@@ -93,6 +93,9 @@ def test_service_runs_drift_unprivileged_as_a_oneshot():
     assert one(service, "SuccessExitStatus").split() == ["2"]
     environment = dict(value.split("=", 1) for value in service["Environment"])
     assert environment["HOME"] == "/var/lib/gpufabric" == "/var/lib/" + one(service, "StateDirectory")
+    # gpufabric's state (runs, fact cache) in the StateDirectory, its collection link in the CacheDirectory.
+    assert environment["XDG_STATE_HOME"] + "/gpufabric" == "/var/lib/" + one(service, "StateDirectory")
+    assert environment["XDG_CACHE_HOME"] + "/gpufabric" == "/var/cache/" + one(service, "CacheDirectory")
     key = environment["ANSIBLE_PRIVATE_KEY_FILE"]
     # ProtectHome=true hides /home and /root: a key there would be unreadable.
     assert not key.startswith(("/home/", "/root/"))
