@@ -11,8 +11,12 @@ import json
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from gpufabric.drift_report import REPORT_VERSION, STATES, DriftResult, HostDrift, TaskChange, unique
 
@@ -179,45 +183,44 @@ def to_junit(result: DriftResult) -> str:
 # ---------------------------------------------------------------------------
 
 
-def escape_label(value: str) -> str:
-    """A label value per the text exposition format: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class _Gauges:
+    """A prometheus_client collector of the gauges of one drift result, added in order."""
 
+    def __init__(self) -> None:
+        self.families: list[GaugeMetricFamily] = []
 
-def _metric(lines: list[str], name: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} gauge")
-    for labels, value in samples:
-        rendered = ",".join(f'{key}="{escape_label(label)}"' for key, label in labels.items())
-        number = repr(float(value)) if not float(value).is_integer() else str(int(value))
-        lines.append(f"{name}{{{rendered}}} {number}" if rendered else f"{name} {number}")
+    def add(self, name: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        labels = list(samples[0][0]) if samples else []
+        family = GaugeMetricFamily(name, help_text, labels=labels)
+        for values, value in samples:
+            family.add_metric([values[label] for label in labels], value)
+        self.families.append(family)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self.families)
 
 
 def to_prometheus(result: DriftResult, *, now: datetime | None = None) -> str:
     """The textfile-collector file (node_exporter --collector.textfile.directory): gauges only."""
     finished = result.finished or result.started or now or datetime.now(UTC)
-    lines: list[str] = []
+    gauges = _Gauges()
     counts = result.state_counts()
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_hosts",
         "Hosts per state in the last gpufabric drift run (clean, drifted, unmanaged, failed, unreachable).",
         [({"state": state}, counts[state]) for state in STATES],
     )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_host_drifted",
         "1 when at least one task would change the host in the last gpufabric drift run, else 0.",
         [({"host": name}, 1 if host.changes else 0) for name, host in result.hosts.items()],
     )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_host_changed_tasks",
         "Tasks that would change the host in the last gpufabric drift run.",
         [({"host": name}, len(host.changes)) for name, host in result.hosts.items()],
     )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_host_state",
         "1 for the host's state in the last gpufabric drift run, 0 for the other states.",
         [
@@ -226,30 +229,30 @@ def to_prometheus(result: DriftResult, *, now: datetime | None = None) -> str:
             for state in STATES
         ],
     )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_host_unmanaged",
         "1 for a host the last gpufabric drift run did not check, by why (no_profile, unknown_profile, excluded).",
         [({"host": name, "code": host.unmanaged["code"]}, 1) for name, host in result.hosts.items() if host.unmanaged],
     )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_exit_code",
         "Exit code of the last gpufabric drift run: 0 clean, 2 drifted, 1 failed, unreachable, unmanaged, incomplete.",
         [({}, result.exit_code)],
     )
     duration = _duration(result)
     if duration is not None and math.isfinite(duration):
-        _metric(
-            lines,
+        gauges.add(
             "gpufabric_drift_last_run_duration_seconds",
             "Wall time of the last gpufabric drift run.",
             [({}, duration)],
         )
-    _metric(
-        lines,
+    gauges.add(
         "gpufabric_drift_last_run_timestamp_seconds",
         "Unix time the last gpufabric drift run finished.",
         [({}, round(finished.timestamp(), 3))],
     )
-    return "\n".join(lines) + "\n"
+    # prometheus_client's own exposition (escaping, number format); drift.py writes it atomically like the
+    # JSON and JUnit reports (write_to_textfile's temp-file-and-rename, with gpufabric's checks and messages).
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(gauges)
+    return generate_latest(registry).decode("utf-8")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from gpufabric import drift_console, drift_events, drift_formats, drift_report
@@ -399,10 +400,13 @@ def test_prometheus_textfile() -> None:
     assert all(metric["help"] for metric in metrics.values())
 
 
-def test_prometheus_label_escaping() -> None:
+def test_prometheus_label_escaping_and_the_librarys_own_reading() -> None:
     text = drift_formats.to_prometheus(summary("mixed"))
-    assert 'gpufabric_drift_host_drifted{host="rack\\"7\\\\node"} 1\n' in text
-    assert drift_formats.escape_label('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
+    assert 'gpufabric_drift_host_drifted{host="rack\\"7\\\\node"} 1.0\n' in text
+    # prometheus_client's parser (what a Prometheus server's text reader follows) reads it back whole.
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert {sample.labels["host"] for sample in families["gpufabric_drift_host_drifted"].samples} >= {ODD_HOST}
+    assert all(family.type == "gauge" for family in families.values())
 
 
 def test_prometheus_empty_run_has_all_states_at_zero() -> None:
