@@ -26,6 +26,8 @@ from typing import Any
 from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
+# The first bytes of a file ansible-vault encrypted whole.
+VAULT_HEADER = b"$ANSIBLE_VAULT;"
 # ansible-playbook's prompt for --ask-become-pass, as ansible-runner's `passwords` matches prompts.
 BECOME_PROMPT = r"^BECOME password.*:\s*?$"
 # What ansible-playbook can read without a terminal: ansible-runner answers prompts it knows only.
@@ -175,7 +177,7 @@ def build(
         if not value.strip():
             raise UserError("-e '': empty; accepted: KEY=VALUE ..., a YAML/JSON mapping, or @FILE")
         if value.startswith("@"):
-            _readable(Path(value[1:]), f"-e {value}")
+            _check_vars_file(Path(value[1:]), value)
             continue
         try:
             data = inline_extra_vars(value)
@@ -214,6 +216,22 @@ def build(
         skip_tags=tuple(_split(skip_tags)),
         become_password=ask("BECOME password: ") if ask_become_pass else None,
     )
+
+
+def _check_vars_file(path: Path, given: str) -> None:
+    """-e @FILE: a YAML mapping within bounded_yaml's limits (a YAML bomb is refused here, before
+    ansible-playbook would expand it), or a vault-encrypted file, which only ansible-playbook can open."""
+    _readable(path, f"-e {given}")
+    with path.open("rb") as handle:
+        if handle.read(len(VAULT_HEADER)) == VAULT_HEADER:
+            return
+    bounded_yaml = plugin_utils("bounded_yaml")
+    try:
+        data = bounded_yaml.load_file(path)
+    except bounded_yaml.YAMLFileError as exc:
+        raise UserError(f"-e {given}: cannot read a YAML mapping: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise UserError(f"-e {given}: {path} holds no YAML mapping; accepted: KEY: VALUE lines, or a vault file")
 
 
 def _absolute_vault_id(vault_id: str) -> str:

@@ -211,8 +211,9 @@ OTHER = [
     ),
     Case(
         "bake-extra-vars-value-deep",
-        ("bake", "--profile", "gcp/a3-megagpu-8g", "--tag", "localhost/x:1", "-e", "x=" + "[" * 70 + "]" * 70),
-        names="-e x: line 1, column 65: nested deeper than 64 levels",
+        # KEY=VALUE is a string to ansible-playbook; a value that starts with [ or { is YAML.
+        ("bake", "--profile", "gcp/a3-megagpu-8g", "--tag", "localhost/x:1", "-e", "[" * 70 + "]" * 70),
+        names="-e: line 1, column 65: nested deeper than 64 levels",
     ),
 ]
 

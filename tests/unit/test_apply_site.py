@@ -117,6 +117,6 @@ def test_default_artifacts_and_no_host(fleet: Path, monkeypatch: pytest.MonkeyPa
     result = apply.execute(apply.ApplyOptions(str(fleet), limit="node-b", check=True))
     assert {name: host.state for name, host in result.hosts.items()} == {"node-b": "changed"}
     assert result.exit_code == 0
-    assert result.run.artifacts_dir.parent.parent == fleet.parent / runs.RUNS_DIR
+    assert result.run.artifacts_dir.parent.parent == fleet.parent / "state" / "gpufabric" / runs.RUNS_DIR
     assert result.run.artifacts_dir.name == "apply"
     assert result.run.artifacts_dir.parent.name.startswith("apply-")

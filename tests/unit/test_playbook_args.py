@@ -20,8 +20,9 @@ def test_the_options_become_ansible_playbook_arguments_in_order_with_absolute_pa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in ("vars.yml", "id_ed25519", "become.txt", "vault.txt", "prod.txt"):
+    for name in ("id_ed25519", "become.txt", "vault.txt", "prod.txt"):
         (tmp_path / name).write_text("x\n")
+    (tmp_path / "vars.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")  # only ansible-playbook opens it
     args = playbook_args.build(
         extra_vars=["a=1", "@vars.yml", '{"b": [1, 2]}'],
         user="ops",
@@ -84,6 +85,7 @@ def test_inline_extra_vars_with_secrets_are_redacted_and_others_kept() -> None:
     ("options", "message"),
     [
         ({"extra_vars": ["@missing.yml"]}, r"^-e @missing.yml: no such file; accepted: a readable file$"),
+        ({"extra_vars": ["@list.yml"]}, r"^-e @list.yml: list.yml holds no YAML mapping"),
         ({"extra_vars": [""]}, r"^-e '': empty; accepted: KEY=VALUE"),
         ({"extra_vars": ["[1, 2]"]}, r"^-e '\[1, 2\]': not a mapping"),
         ({"extra_vars": ["{a: [}"]}, r"^-e '\{a: \[\}': cannot be read"),
@@ -99,5 +101,6 @@ def test_bad_options_are_refused_before_anything_runs(
     options: dict[str, object], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "list.yml").write_text("- a\n")
     with pytest.raises(UserError, match=message):
         playbook_args.build(**options, ask=lambda prompt: pytest.fail("asked for a password"))  # type: ignore[arg-type]
