@@ -50,8 +50,8 @@ def test_drift_apply_and_plan_agree_that_hosts_without_a_profile_are_not_managed
     assert suites["bare"].find("testcase/failure").get("type") == "unmanaged"
     assert suites["parked"].find("testcase/skipped") is not None
     prom = reports["drift.prom"].read_text()
-    assert 'gpufabric_drift_host_unmanaged{host="typo",code="unknown_profile"} 1' in prom
-    assert "gpufabric_drift_exit_code 1" in prom
+    assert 'gpufabric_drift_host_unmanaged{code="unknown_profile",host="typo"} 1.0' in prom
+    assert "gpufabric_drift_exit_code 1.0" in prom
 
     apply = gpufabric("apply", "--check", "-i", inv, "--artifacts", str(tmp_path / "apply"))
     assert apply.returncode == 1, apply.stdout + apply.stderr
