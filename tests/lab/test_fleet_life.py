@@ -27,6 +27,7 @@ from gpufabric import lab
 pytestmark = pytest.mark.lab
 
 LAB_NAME = "gpufabric-labtest-fleet"
+REPO = Path(__file__).resolve().parents[2]
 PF0 = "0000:17:00.0"  # the first ConnectX physical function of the SIMULATED tree
 
 
@@ -110,7 +111,33 @@ def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) ->
     # this one (its final check finds the fleet clean).
 
 
-def test_host_stopped_in_the_middle_of_apply(demo, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`gpufabric` from `pip install gpufabric` without extras: the wheel built from this checkout in a new
+    virtual environment with the pinned versions of its own dependencies only (uv, as scripts/bootstrap-venv)."""
+    work = tmp_path_factory.mktemp("wheel")
+    python = Path(sys.executable)
+    subprocess.run(
+        [python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", work, REPO],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = work.glob("gpufabric-*.whl")
+    uv = python.with_name("uv")
+    subprocess.run([uv, "venv", "-q", "--python", python, work / "venv"], check=True, capture_output=True)
+    venv_python = work / "venv" / "bin" / "python"
+    install = [uv, "pip", "install", "-q", "--python", venv_python, "-c", REPO / "constraints.txt", wheel]
+    subprocess.run(install, check=True, capture_output=True)
+    # No extras: no plotting library (verify says how to get the plot), and no test tooling.
+    probe = "import importlib.util as u; print(u.find_spec('matplotlib') is None, u.find_spec('pytest') is None)"
+    assert subprocess.run([venv_python, "-c", probe], capture_output=True, text=True, check=True).stdout.split() == [
+        "True",
+        "True",
+    ]
+    return work / "venv" / "bin" / "gpufabric"
+
+
+def test_host_stopped_in_the_middle_of_apply(demo, wheel_cli: Path, tmp_path: Path) -> None:
     done, fleet, _output = demo
     assert done.returncode == 0, "the demo must leave a converged lab"
     survivor, victim = fleet.hosts[0].name, fleet.hosts[1].name
@@ -133,9 +160,15 @@ def test_host_stopped_in_the_middle_of_apply(demo, tmp_path: Path) -> None:
     assert result.hosts[victim].unreachable > 0 or result.hosts[victim].failed > 0
 
     lab.start_host(fleet, victim)
-    options.artifacts = tmp_path / "rerun"
-    rerun = fleet_apply.execute(options, lambda line: None)
-    assert rerun.exit_code == 0
+    # The rerun is the README's install for users: the wheel without extras, in a virtual environment of its own.
+    rerun = subprocess.run(
+        [str(wheel_cli), "apply", "-i", str(fleet.inventory), "--artifacts", str(tmp_path / "rerun")],
+        capture_output=True,
+        text=True,
+        env={key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")},
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stdout[-5000:] + rerun.stderr[-5000:]
     clean = fleet_drift.check(
         fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check"), lambda line: None
     )
