@@ -230,16 +230,51 @@ def requirements() -> dict[str, dict]:
     return {entry["name"]: entry for entry in yaml.safe_load(REQUIREMENTS.read_text())["collections"]}
 
 
-def test_requirements_cover_every_collection_the_content_uses():
-    used = set()
-    for path in [*REPO.glob("roles/*/**/*.yml"), *REPO.glob("playbooks/*.yml")]:
-        for module in re.findall(r"^\s*-?\s*([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+:", path.read_text(), re.MULTILINE):
-            used.add(module)
-    used -= {"ansible.builtin", "gpufabric.cluster"}
-    # sysctl keys such as net.core.optmem_max look like FQCNs; they are not collections.
-    used = {fqcn for fqcn in used if not fqcn.startswith("net.")}
-    assert used, "expected the roles to use at least community.general"
-    assert used <= requirements().keys()
+# What the roles and playbooks call by FQCN, captured as "namespace.collection". Module keys, include_role
+# names and action: values only count in task files (defaults may hold sysctl keys such as
+# net.core.optmem_max); lookups, filters and tests count in any YAML or Jinja template of the content.
+FQCN = r"([a-z0-9_]+\.[a-z0-9_]+)\.[a-z0-9_]+"
+TASK_CALLS = (
+    re.compile(rf"^\s*-?\s*{FQCN}:", re.MULTILINE),  # community.general.modprobe:
+    re.compile(rf"^\s*-?\s*(?:name|role):\s*['\"]?{FQCN}['\"]?\s*$", re.MULTILINE),  # include_role name
+    re.compile(rf"^\s*-?\s*(?:action|local_action|module):\s*['\"]?{FQCN}\b", re.MULTILINE),
+)
+TEMPLATE_CALLS = (
+    re.compile(rf"\b(?:lookup|query|q)\(\s*['\"]{FQCN}['\"]"),  # lookup('ns.coll.x', ...)
+    re.compile(rf"(?:\|\s*|\bis\s+(?:not\s+)?){FQCN}\b"),  # | ns.coll.filter, is ns.coll.test
+)
+
+
+def collections_called() -> dict[str, list[str]]:
+    """Every collection the roles and playbooks call at run time -> where ("path:line"), molecule/ and tests aside."""
+    task_files = {*REPO.glob("roles/*/tasks/**/*.yml"), *REPO.glob("roles/*/handlers/**/*.yml")}
+    task_files |= set(REPO.glob("playbooks/*.yml"))
+    content = {*REPO.glob("roles/**/*.yml"), *REPO.glob("roles/**/*.j2"), *task_files}
+    called: dict[str, list[str]] = {}
+    for path in sorted(content):
+        text = path.read_text()
+        for pattern in (*TEMPLATE_CALLS, *(TASK_CALLS if path in task_files else ())):
+            for match in pattern.finditer(text):
+                line = text.count("\n", 0, match.start()) + 1
+                called.setdefault(match.group(1), []).append(f"{path.relative_to(REPO)}:{line}")
+    return called
+
+
+def test_galaxy_dependencies_cover_every_collection_the_content_calls():
+    # An installed tarball (ansible-galaxy collection install) or EE brings exactly galaxy.yml's dependencies:
+    # a call to any other collection fails on the host with "couldn't resolve module/action".
+    called = collections_called()
+    assert {"ansible.builtin", "gpufabric.cluster", "community.general", "ansible.posix"} <= called.keys()
+    declared = yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"].keys()
+    undeclared = {
+        fqcn: places[:3]
+        for fqcn, places in called.items()
+        if fqcn not in {"ansible.builtin", "gpufabric.cluster", *declared}
+    }
+    assert undeclared == {}, "called but not in galaxy.yml's dependencies"
+    # And nothing declared that no role calls (containers.podman is only named in a module's documentation).
+    assert set(declared) <= called.keys()
+    assert set(declared) <= requirements().keys()
 
 
 def test_requirements_pin_the_versions_of_the_pinned_ansible_package():
