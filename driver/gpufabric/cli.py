@@ -399,11 +399,9 @@ def verify(
         _print_json(result)
     else:
         verify_report.render(result, stdout)
-        stdout.print(
-            f"report: {directory / verify_report.REPORT_FILE}, plot: {directory / 'busbw.png'}",
-            markup=False,
-            highlight=False,
-        )
+        # No busbw.png without matplotlib (verify said how to get it): name only what was written.
+        drawn = f", plot: {directory / 'busbw.png'}" if (directory / "busbw.png").is_file() else ""
+        stdout.print(f"report: {directory / verify_report.REPORT_FILE}{drawn}", markup=False, highlight=False)
     others = sorted(
         {run["status"] for entry in result["tiers"].values() for run in entry["runs"]} & {"warn", "unjudged"}
     )

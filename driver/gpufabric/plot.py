@@ -10,6 +10,7 @@ shows the speed-up at each size. Rendered with matplotlib's Agg canvas (no displ
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,17 @@ from typing import Any
 from gpufabric.report import curve, human_size
 
 PLOT_FILE = "busbw.png"
+# matplotlib is the optional `plot` extra: a plain `pip install gpufabric` judges and reports without it.
+INSTALL_HINT = "pip install 'gpufabric[plot]'"
 PANEL_SIZE = (10.0, 5.2)  # inches per panel
 DPI = 110
 TIER_COLOURS = {"best": "#1f77b4", "standard": "#ff7f0e"}
 OTHER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported, without importing it (a second or so) when it can."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _size_label(size: float) -> str:

@@ -198,7 +198,10 @@ def _prepare_output(path: Path, tiers: list[str]) -> None:
 
 
 def execute(options: Options, progress: Progress, playbook: Path | None = None) -> tuple[dict[str, Any], Path]:
-    """Run (unless --from-results), build report.json and busbw.png; returns the report and its directory."""
+    """Run (unless --from-results), build report.json and busbw.png (when matplotlib is installed).
+
+    Returns the report and its directory.
+    """
     catalog = fabric_catalog.load(options.catalog_files)
     tier_errors: dict[str, list[str]] = {}
     if options.from_results is not None:
@@ -232,5 +235,18 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
         compare=options.tiers if options.compare else None,
     )
     report.write(built, output)
-    plot.render(built, output / plot.PLOT_FILE, title=options.title)
+    _draw(built, output / plot.PLOT_FILE, options.title, progress)
     return built, output
+
+
+def _draw(built: dict[str, Any], path: Path, title: str | None, progress: Progress) -> None:
+    """busbw.png from the report, or one line saying how to get it when matplotlib is not installed."""
+    if plot.available():
+        plot.render(built, path, title=title)
+        return
+    note = f"{plot.PLOT_FILE} not drawn: matplotlib is not installed ({plot.INSTALL_HINT} adds it)"
+    if path.is_file():
+        # A plot from an earlier judgement of these results would contradict the report.json just written.
+        path.unlink()
+        note += f"; removed the earlier {path}"
+    progress(note)

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,29 @@ def test_from_results_pass_writes_report_plot_and_table(gpufabric, tmp_path):
     built = json.loads((tmp_path / "report.json").read_text())
     assert built["status"] == "pass" and built["tiers"]["best"]["runs"][0]["measured_busbw"] == 454.02
     assert png_size(tmp_path / "busbw.png")[0] > 0
+
+
+# The CLI as `pip install gpufabric` (no plot extra) leaves it: matplotlib cannot be imported.
+WITHOUT_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None; from gpufabric.cli import main; main()"
+
+
+def test_without_matplotlib_everything_but_the_plot_is_written_and_the_extra_is_named(ansible_env, tmp_path):
+    make_results(tmp_path, "best", {"all_reduce": FIXTURES / "v2_13_all_reduce_2node.txt"})
+    (tmp_path / "busbw.png").write_bytes(b"an earlier plot")
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MATPLOTLIB, "verify", "--from-results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**ansible_env, "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"report: {tmp_path / 'report.json'}\n" in result.stdout and "plot:" not in result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if "busbw.png" in line]
+    assert "matplotlib is not installed" in line and "pip install 'gpufabric[plot]'" in line
+    # The earlier plot went with the judgement it drew: the new report.json has no plot beside it.
+    assert "removed the earlier" in line and not (tmp_path / "busbw.png").exists()
+    assert json.loads((tmp_path / "report.json").read_text())["status"] == "pass"
 
 
 def test_from_results_fail_exits_1_with_the_reason(gpufabric, tmp_path):
