@@ -15,8 +15,9 @@ import dataclasses
 import shutil
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -82,6 +83,7 @@ __all__ = [
 DEFAULT_PROFILE = "baremetal/hgx-h100-ib-ndr-sriov"
 DEFAULT_NODES = 2
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 
 def _say(line: str) -> None:
@@ -156,20 +158,29 @@ def _start_containers(lab: Lab, profile: dict[str, Any], progress: Progress) -> 
             podman(["start", host.name])
 
 
+def _set_up_host(lab: Lab, host: LabHost, public_key: str, progress: Progress) -> str:
+    """Wait for the host's boot, give it the lab key (and the SIMULATED SR-IOV kernel); its known_hosts line."""
+    progress(f"{host.name}: waiting for systemd to boot")
+    wait_booted(host.name)
+    lab_host.authorize_key(host.name, public_key)
+    if lab.simulated_sriov:
+        lab_host.install_simulated_sriov(host.name)
+        progress(f"{host.name}: SIMULATED SR-IOV kernel running (and its ip stand-in)")
+    host.port = published_port(host.name, lab_host.SSH_PORT)
+    host.state = "running"
+    return known_hosts_line(host.port, lab_host.host_key(host.name))
+
+
+def _on_every_host(lab: Lab, work: Callable[[LabHost], T]) -> list[T]:
+    """work on every host at once, results in host order: each host mostly waits (its boot, the SR-IOV
+    unit's VF re-creation, sshd), so one after another a 16-host lab took 8 minutes to come up."""
+    with ThreadPoolExecutor(max_workers=len(lab.hosts)) as pool:  # at most MAX_NODES threads
+        return list(pool.map(work, lab.hosts))
+
+
 def _set_up_hosts(lab: Lab, public_key: str, progress: Progress) -> list[str]:
-    """Wait for each host's boot, give it the lab key (and the SIMULATED SR-IOV kernel); known_hosts lines."""
-    lines = []
-    for host in lab.hosts:
-        progress(f"{host.name}: waiting for systemd to boot")
-        wait_booted(host.name)
-        lab_host.authorize_key(host.name, public_key)
-        if lab.simulated_sriov:
-            lab_host.install_simulated_sriov(host.name)
-            progress(f"{host.name}: SIMULATED SR-IOV kernel running (and its ip stand-in)")
-        host.port = published_port(host.name, lab_host.SSH_PORT)
-        host.state = "running"
-        lines.append(known_hosts_line(host.port, lab_host.host_key(host.name)))
-    return lines
+    """Every host set up; known_hosts lines in host order."""
+    return _on_every_host(lab, lambda host: _set_up_host(lab, host, public_key, progress))
 
 
 def up(
@@ -214,10 +225,13 @@ def up(
     )
     output_file.write_atomically(lab.inventory, render_inventory(lab), make_parents=True)
     _save(lab)
-    for host in lab.hosts:
+
+    def reach(host: LabHost) -> None:
         progress(f"{host.name}: waiting for SSH on 127.0.0.1:{host.port}")
         lab_host.wait_ssh(where, host.name, host.port)
         host.ssh_reachable = True
+
+    _on_every_host(lab, reach)
     progress(f"lab {name} is up: {', '.join(host.name for host in lab.hosts)}")
     progress(f"roles in the lab: {', '.join(lab.roles)}")
     for role, why in lab.left_out.items():
