@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -378,6 +379,41 @@ def test_ansible_builder_create_writes_a_context_that_installs_the_requirements(
     # ansible-builder introspects the installed collection for its Python needs.
     meta = yaml.safe_load((collection / "meta" / "execution-environment.yml").read_text())
     assert (collection / meta["dependencies"]["python"]).is_file()
+    # The cloud-SDK switch: the RUN line of the final stage, run here with pip replaced by echo.
+    (run,) = [line for line in containerfile.splitlines() if "GPUFABRIC_CLOUDS" in line and line.startswith("RUN ")]
+    sdks = tmp_path / "sdks"
+    shutil.copytree(build / "cloud-sdks", sdks)
+    script = run.removeprefix("RUN ").replace("/tmp/gpufabric-cloud-sdks", str(sdks))
+
+    def switch(clouds: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "PYCMD": "echo", "GPUFABRIC_CLOUDS": clouds}
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, check=False)
+
+    unknown = switch("aws azurre")
+    assert unknown.returncode == 1 and "unknown cloud azurre; accepted: aws gcp azure nebius oci" in unknown.stdout
+    chosen = switch("aws gcp")
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stdout.split("\n")[:2] == [
+        f"-m pip install --no-cache-dir -r {sdks}/{cloud}.txt" for cloud in ("aws", "gcp")
+    ]
+    assert not sdks.exists(), "the requirement files do not stay in the image"
+
+
+def test_the_ee_cloud_sdks_are_the_extras_at_their_pins():
+    pins = constraints()
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for path in sorted((REPO / "ee" / "cloud-sdks").glob("*.txt")):
+        lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+        sdk = dict(pip_pin(line) for line in lines)
+        assert {name: pins[name] for name in sdk} == sdk, path.name
+        assert sdk.keys() == {re.split(r"[<>=!~ ]", line, maxsplit=1)[0] for line in extras[path.stem]}, path.name
+    assert {path.stem for path in (REPO / "ee" / "cloud-sdks").glob("*.txt")} == {
+        "aws",
+        "gcp",
+        "azure",
+        "nebius",
+        "oci",
+    }
 
 
 # --- Packer -----------------------------------------------------------------------------------------------
