@@ -75,9 +75,6 @@ def test_a_check_job_fails_the_drifted_host_only_and_junit_counts_the_change(pro
     ]
     assert any("Write the host's file" in name and "gpu-2" in name for name in failures), failures
     assert not [name for name in failures if "gpu-1" in name]
-    assert (
-        not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("gpufabric-drift-*.json*")) or True
-    )  # removed at the end
 
     applied = playbook(gate, inventory)
     assert applied.returncode == 0, applied.stdout + applied.stderr  # a Run job changes and is not gated
