@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
+import json
 import os
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from gpufabric.errors import UserError
 
@@ -72,3 +79,93 @@ def plugin_utils(name: str) -> ModuleType:
 def filter_plugin(name: str) -> ModuleType:
     """Import plugins/filter/<name>.py of the collection (the filters the roles call)."""
     return _import_plugins("filter", name)
+
+
+def _search_paths(collections_paths: str | None) -> list[Path]:
+    """Where ansible-playbook looks for collections, in its order: ANSIBLE_COLLECTIONS_PATH, then sys.path.
+
+    The order of ansible-core's collection finder: each path entry holds ansible_collections/<ns>/<name>
+    (an entry that is itself an ansible_collections directory counts as its parent), then every sys.path
+    entry, where the `ansible` package's collections live (site-packages/ansible_collections), unless
+    ANSIBLE_COLLECTIONS_SCAN_SYS_PATH is false. ansible-playbook runs on this Python, so its sys.path is ours.
+    """
+    if collections_paths is None:
+        # What runs.base_env gives ansible-playbook: this collection first, then the user's path.
+        collections_paths = os.pathsep.join([str(collections_path()), os.environ.get("ANSIBLE_COLLECTIONS_PATH", "")])
+    paths = []
+    for entry in collections_paths.split(os.pathsep):
+        if entry:
+            path = Path(entry).expanduser()
+            paths.append(path.parent if path.name == "ansible_collections" else path)
+    if os.environ.get("ANSIBLE_COLLECTIONS_SCAN_SYS_PATH", "true").lower() not in ("0", "false", "no", "off", "n", "f"):
+        paths += [Path(entry) for entry in sys.path if entry]
+    return paths
+
+
+def _installed_version(directory: Path) -> str | None:
+    """The version of an installed collection (MANIFEST.json) or a source checkout (galaxy.yml), if it says."""
+    try:
+        if (directory / "MANIFEST.json").is_file():
+            return str(json.loads((directory / "MANIFEST.json").read_text())["collection_info"]["version"])
+        if (directory / "galaxy.yml").is_file():
+            return str(yaml.safe_load((directory / "galaxy.yml").read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        pass
+    return None
+
+
+def _satisfies(version: str | None, requirement: str) -> bool:
+    """Whether a version meets a galaxy.yml range ('*', '>=1.2.0', '>=1.2,<2'), as far as it can be told.
+
+    Galaxy's range operators are PEP 440's; a version or range that cannot be read is not held against
+    the collection: Ansible loads it all the same.
+    """
+    if version is None or requirement.strip() in ("", "*"):
+        return True
+    try:
+        return SpecifierSet(requirement).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return True
+
+
+def _ansible_requirement() -> str:
+    """The `ansible` package range the installed gpufabric wheel declares (it carries the collections)."""
+    try:
+        declared = importlib.metadata.requires("gpufabric") or []
+    except importlib.metadata.PackageNotFoundError:
+        declared = []
+    for text in declared:
+        requirement = Requirement(text)
+        if requirement.name == "ansible" and requirement.marker is None:  # not an extra's pin
+            return str(requirement)
+    return "ansible"
+
+
+def require_collections(collections_paths: str | None = None) -> None:
+    """Fail before any host is touched unless every collection in galaxy.yml's dependencies can be loaded.
+
+    collections_paths: the ANSIBLE_COLLECTIONS_PATH value ansible-playbook will run with (os.pathsep-joined;
+    runs.base_env()["ANSIBLE_COLLECTIONS_PATH"]); None: the same composition, from this environment.
+    Raises UserError naming every missing or too old collection, where it looked and how to install them.
+    """
+    root = collection_root()
+    dependencies = (yaml.safe_load((root / "galaxy.yml").read_text()) or {}).get("dependencies") or {}
+    search = _search_paths(collections_paths)
+    problems = []
+    for fqcn, requirement in dependencies.items():
+        namespace, name = fqcn.split(".")
+        # The first copy on the search path is the one Ansible loads, whatever its version.
+        found = next((d for p in search if (d := p / "ansible_collections" / namespace / name).is_dir()), None)
+        if found is None:
+            problems.append(f"{fqcn} {requirement} (not installed)")
+        elif not _satisfies(version := _installed_version(found), str(requirement)):
+            problems.append(f"{fqcn} {requirement} (found {version} in {found})")
+    if problems:
+        searched = os.pathsep.join(dict.fromkeys(str(path) for path in search))
+        wanted = " ".join(f"'{fqcn}:{requirement}'" for fqcn, requirement in dependencies.items())
+        raise UserError(
+            f"{root / 'galaxy.yml'} needs Ansible collections that ansible-playbook cannot find: "
+            f"{', '.join(problems)}; searched {searched}. Install them "
+            f"with {sys.executable} -m pip install '{_ansible_requirement()}', or ansible-galaxy collection "
+            f"install {wanted} -p DIR with DIR on ANSIBLE_COLLECTIONS_PATH"
+        )

@@ -47,7 +47,7 @@ from typing import Any
 
 from gpufabric import ansible_config, ansible_settings, output_file, playbook_args
 from gpufabric import inventory as inventory_source
-from gpufabric.collection import collection_root, collections_path
+from gpufabric.collection import collection_root, collections_path, require_collections
 from gpufabric.errors import UserError
 
 Progress = Callable[[str], None]
@@ -335,6 +335,8 @@ def run_playbook(
     if limit is not None and not limit:
         raise ValueError("an empty limit would run every host; give None for no limit")
     check_artifacts(artifacts_dir)
+    # A role's missing collection would otherwise fail mid-play, after other roles changed hosts.
+    require_collections(base_env()["ANSIBLE_COLLECTIONS_PATH"])
     covered = hosts if hosts is not None else inventory_hosts(inventory, limit)
     args = args or playbook_args.PlaybookArgs()
     config = ansible_config.user_config()
