@@ -1,28 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # A golden AMI for one gpufabric profile: Packer starts a builder instance from a base AMI and runs
 # playbooks/bake.yml on it with Packer's Ansible provisioner (the roles in bake mode: installed and
-# configured, nothing loaded or started, kernel modules built for the image's kernels).
-# From the repository root (relative paths below are resolved there; .cache/ is git-ignored):
+# configured, nothing loaded or started, kernel modules built for the image's kernels). The
+# provisioner first installs collections/requirements.yml (gpufabric.cluster from this checkout, and
+# the collections its roles call) into var.collections_path. From the repository root (relative
+# paths below are resolved there; .cache/ is git-ignored):
 #
-#   ansible-galaxy collection install -r collections/requirements.yml -p .cache/packer/collections
 #   packer init examples/packer
 #   packer build -var gpufabric_profile=aws/p5.48xlarge -var vars_file=bake-vars.yml examples/packer
 #
 # bake-vars.yml holds the values the roles ask for by name and never default (nvidia_driver_branch,
 # nvidia_driver_version, ...: docs/fabric-roles.md). docs/operations.md has the whole procedure.
-
-packer {
-  required_plugins {
-    amazon = {
-      source  = "github.com/hashicorp/amazon"
-      version = ">= 1.3.0"
-    }
-    ansible = {
-      source  = "github.com/hashicorp/ansible"
-      version = ">= 1.1.0"
-    }
-  }
-}
+# The Packer version and plugins it needs: versions.pkr.hcl beside this file.
 
 variable "gpufabric_profile" {
   type        = string
@@ -37,7 +26,7 @@ variable "vars_file" {
 variable "collections_path" {
   type        = string
   default     = ".cache/packer/collections"
-  description = "Where `ansible-galaxy collection install -r collections/requirements.yml -p PATH` put gpufabric.cluster and its dependencies."
+  description = "Where the provisioner installs collections/requirements.yml (gpufabric.cluster and the collections its roles call), and where ansible-playbook loads them from."
 }
 
 variable "region" {
@@ -96,10 +85,13 @@ source "amazon-ebs" "gpufabric" {
     most_recent = true
   }
 
+  # iops and throughput: gp3's baseline, stated because Packer 1.6.6 refuses gp3 without both.
   launch_block_device_mappings {
     device_name           = "/dev/sda1"
     volume_size           = var.volume_size_gb
     volume_type           = "gp3"
+    iops                  = 3000
+    throughput            = 125
     delete_on_termination = true
   }
 
@@ -114,7 +106,15 @@ build {
 
   provisioner "ansible" {
     playbook_file = "${path.root}/../../playbooks/bake.yml"
-    user          = var.ssh_username
+    # Before the playbook: ansible-galaxy collection install -r collections/requirements.yml
+    # -p var.collections_path --force. The file installs gpufabric.cluster from the working
+    # directory (type: dir, source: .), so Packer runs from the repository root; the path relative to
+    # it makes `packer validate` fail anywhere else. --force: the checkout's version number does not
+    # move with every edit, and without it a copy installed by an earlier build would be kept.
+    galaxy_file          = "collections/requirements.yml"
+    collections_path     = var.collections_path
+    galaxy_force_install = true
+    user                 = var.ssh_username
     # Ansible talks to the instance directly; Packer's SSH proxy adds nothing here.
     use_proxy = false
     # JSON, so gpufabric_bake arrives as a boolean rather than the string "true".
@@ -122,6 +122,7 @@ build {
       "--extra-vars", jsonencode({ gpufabric_profile = var.gpufabric_profile, gpufabric_bake = true }),
       "--extra-vars", "@${var.vars_file}",
     ]
+    # The provisioner installs into collections_path but does not point ansible-playbook there.
     ansible_env_vars = [
       "ANSIBLE_COLLECTIONS_PATH=${var.collections_path}",
       "ANSIBLE_PIPELINING=True",

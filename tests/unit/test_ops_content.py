@@ -2,9 +2,9 @@
 """Scheduling and AWX content: the systemd timer, the Kubernetes CronJob, the execution environment,
 collections/requirements.yml and the Packer template.
 
-Nothing here starts a unit, applies a manifest, builds an image or runs Packer: the files are checked
-by the tools that exist here (systemd-analyze, ansible-builder create, ansible-galaxy on the directory
-source) and structurally against what their consumers require.
+Nothing here starts a unit, applies a manifest, builds an image or builds with Packer: the files are
+checked by the tools that exist here (systemd-analyze, ansible-builder create, ansible-galaxy on the
+directory source, packer validate) and structurally against what their consumers require.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ CRONJOB = REPO / "examples" / "kubernetes" / "drift-cronjob.yaml"
 EE = REPO / "execution-environment.yml"
 REQUIREMENTS = REPO / "collections" / "requirements.yml"
 PACKER = REPO / "examples" / "packer" / "gpufabric-bake.pkr.hcl"
+PACKER_VERSIONS = PACKER.parent / "versions.pkr.hcl"
 OPERATIONS = REPO / "docs" / "operations.md"
 
 DRIFT_ARGS = [
@@ -442,14 +443,47 @@ def test_packer_template_runs_bake_yml_with_the_ansible_provisioner():
     assert (REPO / "playbooks" / "bake.yml").is_file()
     extra_vars = r"jsonencode\(\{\s*gpufabric_profile\s*=\s*var\.gpufabric_profile,\s*gpufabric_bake\s*=\s*true"
     assert re.search(extra_vars, provisioner)
+    # The provisioner's own collection install, from the file AWX and ansible-builder read, into the
+    # path ansible-playbook is given; relative to the repository root, where requirements.yml's
+    # directory source resolves.
+    assert re.search(r'^\s*galaxy_file\s*=\s*"collections/requirements\.yml"$', provisioner, re.MULTILINE)
+    assert re.search(r"^\s*collections_path\s*=\s*var\.collections_path$", provisioner, re.MULTILINE)
+    assert re.search(r"^\s*galaxy_force_install\s*=\s*true$", provisioner, re.MULTILINE)
     assert "ANSIBLE_COLLECTIONS_PATH=${var.collections_path}" in provisioner
-    # Every variable used is declared, and the plugins it needs are required.
+    # Every variable used is declared.
     declared = set(re.findall(r'^variable\s+"([a-z_]+)"', text, re.MULTILINE))
     assert set(re.findall(r"\bvar\.([a-z_]+)", text)) <= declared
-    required = hcl_block(text, r"required_plugins")
-    assert "github.com/hashicorp/ansible" in required and "github.com/hashicorp/amazon" in required
     sources = re.findall(r'^source\s+"([a-z0-9-]+)"\s+"([a-z0-9_-]+)"', text, re.MULTILINE)
     assert [f"source.{kind}.{name}" for kind, name in sources] == re.findall(r'"(source\.[^"]+)"', build)
+
+
+def test_packer_versions_state_packer_and_the_plugins():
+    text = PACKER_VERSIONS.read_text()
+    packer = hcl_block(text, r"^packer")
+    assert re.search(r'^\s*required_version\s*=\s*">= 1\.7\.0"$', packer, re.MULTILINE)
+    required = hcl_block(packer, r"required_plugins")
+    assert "github.com/hashicorp/ansible" in required and "github.com/hashicorp/amazon" in required
+    # Packer 1.6.6 cannot parse this block: the template it validates must not hold one.
+    assert not re.search(r"^packer\s*\{", PACKER.read_text(), re.MULTILINE)
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed on this machine")
+def test_packer_validates_the_template():
+    # Debian 12's Packer 1.6.6 (scripts/test installs it): it predates versions.pkr.hcl's block, so it
+    # is given the template alone; its built-in amazon-ebs builder and ansible provisioner check every
+    # setting, the files named and `ansible-playbook --version`. No AWS call is made.
+    def packer(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "CHECKPOINT_DISABLE": "1"}
+        return subprocess.run(["packer", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+    fmt = packer("fmt", "-check", "-diff", str(PACKER.parent), cwd=REPO)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    variables = ["-var", "gpufabric_profile=aws/p5.48xlarge", "-var", "vars_file=bake-vars.yml"]
+    valid = packer("validate", *variables, str(PACKER), cwd=REPO)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    # Anywhere but the repository root the collections cannot be installed, and validate says so.
+    elsewhere = packer("validate", *variables, str(PACKER), cwd=REPO / "docs")
+    assert elsewhere.returncode != 0 and "galaxy_file: collections/requirements.yml" in elsewhere.stdout
 
 
 # --- docs -------------------------------------------------------------------------------------------------
@@ -458,7 +492,7 @@ def test_packer_template_runs_bake_yml_with_the_ansible_provisioner():
 def test_operations_doc_names_files_that_exist():
     text = OPERATIONS.read_text()
     named = set(re.findall(r"`((?:examples|collections|playbooks)/[^`\s]+|execution-environment\.yml)`", text))
-    for path in (SERVICE, TIMER, CRONJOB, EE, REQUIREMENTS, PACKER):
+    for path in (SERVICE, TIMER, CRONJOB, EE, REQUIREMENTS, PACKER, PACKER_VERSIONS):
         assert str(path.relative_to(REPO)) in named, f"docs/operations.md does not name {path.relative_to(REPO)}"
     missing = sorted(path for path in named if not (REPO / path).exists())
     assert missing == []
