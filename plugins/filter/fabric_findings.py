@@ -4,7 +4,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: fabric_findings
 author: gpufabric developers
-version_added: "0.2.0"
+version_added: "0.9.0"
 short_description: Compare hardware facts with the hardware of the host's plan
 description:
   - Takes the facts of the M(gpufabric.cluster.fabric_facts) module (C(gpufabric_hardware)) and the host's plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: gcp_tcpx_plan
 author: gpufabric developers
-version_added: "0.4.0"
+version_added: "0.9.0"
 short_description: Compute what the gcp_tcpx role installs and runs on a GPUDirect-TCPX VM
 description:
   - Takes the gcp_tcpx role's settings, the host's plan and its facts and returns the container runtime

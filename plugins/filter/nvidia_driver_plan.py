@@ -4,7 +4,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: nvidia_driver_plan
 author: gpufabric developers
-version_added: "0.2.0"
+version_added: "0.9.0"
 short_description: Everything the nvidia_driver role installs, and its checks
 description:
   - Takes the role's settings and the host's facts and returns the packages with the exact versions the

@@ -4,7 +4,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: rdma_stack_plan
 author: gpufabric developers
-version_added: "0.3.0"
+version_added: "0.9.0"
 short_description: Compute what the rdma_stack role installs, holds and loads on a host
 description:
   - Takes the rdma_stack role's settings and the host's facts and returns the packages with their exact

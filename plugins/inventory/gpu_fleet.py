@@ -4,7 +4,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: gpu_fleet
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.2.0"
+version_added: "0.9.0"
 short_description: GPU fleet from cloud APIs, classified against the gpufabric fabric catalog
 description:
   - Lists instances through a cloud's official SDK (AWS, GCP, Azure, Nebius, OCI) or a static YAML file,

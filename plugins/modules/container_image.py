@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: container_image
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.7.0"
+version_added: "0.9.0"
 short_description: Pull container images by digest into podman's or docker's local store when it lacks them
 description:
   - For each reference in O(references), asks the runtime whether its local store holds it

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fabric_facts
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.2.0"
+version_added: "0.9.0"
 short_description: Read a host's GPUs, NICs and RDMA devices from sysfs and procfs
 description:
   - Reads the GPUs, NVSwitches, network interfaces and RDMA devices of a host from C(/sys) and C(/proc),

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: installer_run
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.7.0"
+version_added: "0.9.0"
 short_description: Run a vendor installer or build once per pinned release, recorded in a stamp file
 description:
   - Runs O(argv) when the stamp file does not record O(stamp) (the pinned release, for example an installer

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: repo_key
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.6.0"
+version_added: "0.9.0"
 short_description: Install a package repository's signing key, pinned by fingerprint, into its own keyring
 description:
   - Installs one repository signing key into the keyring file O(dest) that the repository's source names

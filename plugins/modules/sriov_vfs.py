@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sriov_vfs
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.5.0"
+version_added: "0.9.0"
 short_description: Set the SR-IOV virtual functions of a physical function and their addresses
 description:
   - Sets the number of SR-IOV virtual functions (VFs) of one physical function (PF), named by its netdev or

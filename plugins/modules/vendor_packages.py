@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: vendor_packages
 author: gpufabric developers (!UNKNOWN)
-version_added: "0.7.0"
+version_added: "0.9.0"
 short_description: Install vendor packages at exact versions from signed repositories, and hold them
 description:
   - The one way the collection's roles install packages pinned to exact versions, from a vendor's repository
@@ -111,7 +111,6 @@ options:
     type: list
     elements: str
     default: []
-    version_added: "0.8.0"
   managed_by:
     description: Who manages the files (say the role), written in their header.
     type: str
@@ -198,13 +197,11 @@ released:
   returned: always
   type: list
   elements: str
-  version_added: "0.8.0"
 removed:
   description: The O(release) files removed.
   returned: always
   type: list
   elements: str
-  version_added: "0.8.0"
 held:
   description: Packages put on hold.
   returned: always
