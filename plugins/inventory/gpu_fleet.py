@@ -27,14 +27,89 @@ options:
     required: true
     choices: [aws, gcp, azure, nebius, oci, static]
     type: str
+  regions:
+    description:
+      - Regions to list (C(aws), C(oci)), e.g. C([us-east-1, us-west-2]).
+    type: list
+    elements: str
+  projects:
+    description: Project ids to list (C(gcp)).
+    type: list
+    elements: str
+  zones:
+    description: Zones to list (C(gcp)); every zone of the projects when unset.
+    type: list
+    elements: str
+  subscription_id:
+    description: The subscription to list (C(azure)).
+    type: str
+  resource_groups:
+    description: Resource groups to list (C(azure)); the whole subscription when unset.
+    type: list
+    elements: str
+  parent_ids:
+    description: Project (parent) ids to list (C(nebius)).
+    type: list
+    elements: str
+  compartment_id:
+    description: The compartment OCID to list (C(oci)).
+    type: str
+  profile:
+    description:
+      - The credentials profile (C(aws) in the shared config and credentials files, C(oci) in C(~/.oci/config));
+        the SDK's default chain when unset.
+    type: str
+  endpoint_url:
+    description:
+      - The API endpoint (C(aws), C(gcp), C(azure), C(oci): an C(https://) URL, or C(http://) to a loopback address
+        such as a local emulator; C(nebius): the gRPC C(host:port) or URL). The SDK's default when unset.
+    type: str
+    aliases: [endpoint]
+  path:
+    description: The static fleet file (C(static)); a relative path is relative to this configuration file.
+    type: str
   source_options:
     description:
-      - Arguments of the source, by their Python names. The main ones are C(aws) regions, endpoint_url, profile;
-        C(gcp) projects, zones, endpoint; C(azure) subscription_id, resource_groups, endpoint; C(nebius) parent_ids,
-        endpoint; C(oci) compartment_id, regions, endpoint; C(static) path (relative to this file).
-      - An option the source does not take fails the inventory with the list of those it accepts.
+      - Further arguments of the source's SDK client by their Python names, such as timeouts and retries
+        (C(aws) max_attempts, retry_mode, connect_timeout, read_timeout; C(gcp) timeout, retry_timeout; ...).
+      - An argument with its own option above is refused here; one the source does not take fails the inventory
+        with the list of those it accepts.
     type: dict
     default: {}
+  filters:
+    description:
+      - Keep the instances that match every key. A key is an instance field (C(name), C(instance_id),
+        C(instance_type), C(state), C(region), C(zone), C(placement), C(private_ip), C(public_ip)) or
+        C(tag:KEY) for a tag or label; its value is a pattern or a list of patterns, shell-style (C(p5.*)),
+        any of which may match.
+      - Applied by this plugin to what the source lists, the same for every cloud (C(amazon.aws.aws_ec2) passes
+        its filters to the EC2 API instead). An empty mapping keeps every instance.
+    type: dict
+    default: {}
+  include_filters:
+    description:
+      - A list of filters (as O(filters)); an instance that matches any of them is kept even when it does not
+        match O(filters).
+    type: list
+    elements: dict
+    default: []
+  exclude_filters:
+    description:
+      - A list of filters (as O(filters)); an instance that matches any of them is dropped, whatever O(filters) and
+        O(include_filters) say.
+    type: list
+    elements: dict
+    default: []
+  hostnames:
+    description:
+      - How hosts are named, in order of preference; the first that gives an instance a value that is a host name
+        wins. Each entry is a key as in O(filters) (C(name), C(private_ip), C(tag:Name), ...) or a mapping with
+        C(name), an optional C(prefix) key whose value goes first and a C(separator) (default C(_)).
+      - An instance none of them names keeps its usual name (its name when that is a host name, else its id),
+        with a warning; it is never dropped. Default, and when unset, that usual name.
+    type: list
+    elements: raw
+    default: []
   public:
     description: Connect to public addresses instead of private ones.
     type: bool
@@ -55,14 +130,45 @@ options:
 """
 
 EXAMPLES = r"""
-# fleet.gpu_fleet.yml
+# fleet.gpu_fleet.yml: the p5 hosts of two regions, named by their Name tag, grouped by region.
 plugin: gpufabric.cluster.gpu_fleet
 source: aws
+regions: [us-east-1, us-west-2]
+profile: gpu-ops
 source_options:
-  regions: [us-east-1, us-west-2]
+  read_timeout: 120  # a large account pages slowly
+filters:
+  instance_type: p5.*
+  tag:team: [training, research]
+exclude_filters:
+  - tag:gpufabric: skip
+hostnames:
+  - tag:Name
+  - private_ip
 keyed_groups:
   - key: gpufabric_region
     prefix: region
+
+---
+# gcp.gpu_fleet.yml: two zones of one project, the a3-mega hosts plus anything labelled for the fabric.
+plugin: gpufabric.cluster.gpu_fleet
+source: gcp
+projects: [my-training-project]
+zones: [us-east5-a, us-east5-b]
+filters:
+  instance_type: a3-megagpu-8g
+include_filters:
+  - tag:fabric: tcpxo
+hostnames:
+  - name: name
+    prefix: zone
+    separator: "-"
+
+---
+# static.gpu_fleet.yml: hosts listed by hand in fleet.yml, beside this file.
+plugin: gpufabric.cluster.gpu_fleet
+source: static
+path: fleet.yml
 """
 
 from pathlib import Path
@@ -78,7 +184,12 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog i
 )
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_inventory import build, json_ready
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_sources import make_source
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_select import (
+    SelectionError,
+    check_hostnames,
+    select,
+)
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_sources import PLUGIN_SETTINGS, make_source
 
 UNSAFE_KEY = "__ansible_unsafe"
 
@@ -100,16 +211,39 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def verify_file(self, path):
         return super().verify_file(path) and path.endswith((".gpu_fleet.yml", ".gpu_fleet.yaml"))
 
+    def _source_arguments(self, source, path):
+        """The source's constructor arguments: its typed options, then source_options (SDK tuning)."""
+        settings = PLUGIN_SETTINGS[source]
+        arguments = {}
+        for option in sorted({option for table in PLUGIN_SETTINGS.values() for option in table}):
+            value = self.get_option(option)
+            if value is None:
+                continue
+            if option not in settings:
+                raise AnsibleParserError(
+                    f"gpu_fleet: {option} does not apply to source {source}; it takes {', '.join(settings)}"
+                )
+            arguments[settings[option]] = value
+        if "path" in arguments:
+            # Not type path: Ansible would resolve it against the working directory, not this file.
+            arguments["path"] = str(Path(path).parent / Path(arguments["path"]).expanduser())
+        for name, value in self.get_option("source_options").items():
+            typed = next((option for option, argument in settings.items() if argument == name), None)
+            if typed is not None:
+                raise AnsibleParserError(f"gpu_fleet: source_options.{name}: set it as the option {typed} instead")
+            arguments[name] = value
+        return arguments
+
     def _discover(self, path):
-        options = dict(self.get_option("source_options"))
         source = self.get_option("source")
-        if source == "static" and "path" in options:
-            options["path"] = str(Path(path).parent / options["path"])
         overrides = [*override_files_from_env(), *(Path(f) for f in self.get_option("catalog_files"))]
         try:
+            hostnames = check_hostnames(self.get_option("hostnames"))
+            filters = [self.get_option(name) for name in ("filters", "include_filters", "exclude_filters")]
+            select([], *filters)  # checked before the cloud is asked: a typo fails at once
             catalog = load_catalog(overrides)
-            instances = list(make_source(source, options).instances())
-        except (CatalogError, DiscoveryError) as exc:
+            instances = select(make_source(source, self._source_arguments(source, path)).instances(), *filters)
+        except (CatalogError, DiscoveryError, SelectionError) as exc:
             raise AnsibleParserError(f"gpu_fleet: {exc}") from None
         inventory, warnings = build(
             instances,
@@ -117,6 +251,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             public=self.get_option("public"),
             include_non_gpu=self.get_option("include_non_gpu"),
             include_stopped=self.get_option("include_stopped"),
+            hostnames=hostnames,
         )
         for warning in warnings:
             self.display.warning(f"gpu_fleet: {warning}")

@@ -27,6 +27,7 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base impor
     Instance,
     is_gpu_type,
 )
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_select import preferred_hostname
 
 SAFE_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 UNSAFE_GROUP_CHARS = re.compile(r"[^A-Za-z0-9_]")
@@ -79,16 +80,37 @@ def _checked_ip(value: str | None) -> str | None:
 class InventoryBuilder:
     """Collects hosts and groups; ``inventory()`` returns the ansible-inventory --list shape."""
 
-    def __init__(self, catalog: Any, include_non_gpu: bool = False, include_stopped: bool = False) -> None:
+    def __init__(
+        self,
+        catalog: Any,
+        include_non_gpu: bool = False,
+        include_stopped: bool = False,
+        hostnames: list[dict[str, str]] | None = None,
+    ) -> None:
         self.catalog = catalog
         self.include_non_gpu = include_non_gpu
         self.include_stopped = include_stopped
+        self.hostnames = hostnames or []  # fleet_select.check_hostnames() preferences
         self.hostvars: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, list[str]] = {}
         self.warnings: list[str] = []
 
+    def _preferred_name(self, instance: Instance) -> str | None:
+        """The name the hostnames preferences give; None (and a warning) when they give none usable.
+
+        Unlike aws_ec2, which drops such an instance, it keeps its usual name: a GPU host must not
+        vanish from the fleet because a tag is missing.
+        """
+        preferred = preferred_hostname(instance, self.hostnames)
+        if preferred is not None and SAFE_HOSTNAME.match(preferred):
+            return preferred
+        why = "no hostnames preference gives it a value" if preferred is None else f"{preferred!r} is not a host name"
+        self.warnings.append(f"{instance.cloud} instance {instance.instance_id}: {why}; named as without hostnames")
+        return None
+
     def _hostname(self, instance: Instance) -> str:
-        name = instance.name if SAFE_HOSTNAME.match(instance.name or "") else instance.instance_id
+        preferred = self._preferred_name(instance) if self.hostnames else None
+        name = preferred or (instance.name if SAFE_HOSTNAME.match(instance.name or "") else instance.instance_id)
         if not SAFE_HOSTNAME.match(name):
             name = group_name(instance.cloud, name)
         if name in self.hostvars:
@@ -190,9 +212,13 @@ def build(
     public: bool = False,
     include_non_gpu: bool = False,
     include_stopped: bool = False,
+    hostnames: list[dict[str, str]] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """(inventory in ansible-inventory --list shape, warnings)."""
-    builder = InventoryBuilder(catalog, include_non_gpu=include_non_gpu, include_stopped=include_stopped)
+    """(inventory in ansible-inventory --list shape, warnings). hostnames: checked preferences
+    (fleet_select.check_hostnames), the first that gives an instance a value names it."""
+    builder = InventoryBuilder(
+        catalog, include_non_gpu=include_non_gpu, include_stopped=include_stopped, hostnames=hostnames
+    )
     for instance in instances:
         builder.add(instance, public=public)
     return builder.inventory(), builder.warnings

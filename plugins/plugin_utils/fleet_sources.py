@@ -40,6 +40,18 @@ def accepted_options(name: str) -> list[str]:
 # The option that names an API endpoint, per source (each SDK spells it its own way).
 ENDPOINT_OPTIONS = {"aws": "endpoint_url", "gcp": "endpoint", "azure": "endpoint", "oci": "endpoint"}
 
+# The gpu_fleet inventory plugin's typed settings -> each source's constructor argument. A setting
+# missing from a source's entry does not apply to it; every other argument (SDK timeouts, retries)
+# goes through the plugin's source_options.
+PLUGIN_SETTINGS = {
+    "aws": {"regions": "regions", "profile": "profile", "endpoint_url": "endpoint_url"},
+    "gcp": {"projects": "projects", "zones": "zones", "endpoint_url": "endpoint"},
+    "azure": {"subscription_id": "subscription_id", "resource_groups": "resource_groups", "endpoint_url": "endpoint"},
+    "nebius": {"parent_ids": "parent_ids", "endpoint_url": "endpoint"},
+    "oci": {"compartment_id": "compartment_id", "regions": "regions", "profile": "profile", "endpoint_url": "endpoint"},
+    "static": {"path": "path"},
+}
+
 
 def check_endpoint(name: str, option: str, value: Any) -> None:
     """An endpoint is an https:// URL with a host, or http:// to a loopback address (a local emulator):

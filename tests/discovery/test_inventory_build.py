@@ -151,7 +151,7 @@ def test_plugin_gives_the_same_hosts_groups_and_vars(tmp_path, static_fleet, ans
     path, _marker = static_fleet
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
-        f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options:\n  path: {path.name}\n",
+        f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\npath: {path.name}\n",
         encoding="utf-8",
     )
     from_plugin = ansible_inventory(ansible_env, "-i", str(config), "--list")
@@ -168,14 +168,12 @@ def test_plugin_keyed_groups_and_bad_source(tmp_path, static_fleet, ansible_env)
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
         "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"
-        f"source_options: {{path: {path.name}}}\nkeyed_groups:\n  - key: gpufabric_fabric\n    prefix: kg\n",
+        f"path: {path.name}\nkeyed_groups:\n  - key: gpufabric_fabric\n    prefix: kg\n",
         encoding="utf-8",
     )
     graph = ansible_inventory(ansible_env, "-i", str(config), "--graph")
     assert "@kg_infiniband" in graph.stdout
-    config.write_text(
-        "plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options: {path: absent.yml}\n", encoding="utf-8"
-    )
+    config.write_text("plugin: gpufabric.cluster.gpu_fleet\nsource: static\npath: absent.yml\n", encoding="utf-8")
     failed = ansible_inventory(
         {**ansible_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}, "-i", str(config), "--list", check=False
     )
@@ -203,7 +201,7 @@ def test_tags_are_never_templated(kind, tmp_path, static_fleet, ansible_env, gpu
     else:
         inventory = tmp_path / "fleet.gpu_fleet.yml"
         inventory.write_text(
-            f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\nsource_options: {{path: {path.name}}}\n",
+            f"plugin: gpufabric.cluster.gpu_fleet\nsource: static\npath: {path.name}\n",
             encoding="utf-8",
         )
     play = tmp_path / "play.yml"
@@ -260,7 +258,7 @@ def test_plugin_cache_serves_the_fleet_and_keeps_unsafe_marks(tmp_path, static_f
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
         "plugin: gpufabric.cluster.gpu_fleet\nsource: static\n"
-        f"source_options: {{path: {path.name}}}\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
+        f"path: {path.name}\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
         f"cache_connection: {tmp_path / 'cache'}\ncache_timeout: 3600\n",
         encoding="utf-8",
     )

@@ -86,13 +86,53 @@ def test_cli_json_has_gpu_hosts_groups_and_marks(moto, aws_env):
 def test_plugin_gives_the_same_hosts_and_groups(moto, aws_env, tmp_path):
     config = tmp_path / "fleet.gpu_fleet.yml"
     config.write_text(
-        "plugin: gpufabric.cluster.gpu_fleet\nsource: aws\n"
-        f"source_options:\n  regions: [us-east-1]\n  endpoint_url: {moto.url}\n",
+        f"plugin: gpufabric.cluster.gpu_fleet\nsource: aws\nregions: [us-east-1]\nendpoint_url: {moto.url}\n",
         encoding="utf-8",
     )
     listed = ansible_inventory(aws_env, "-i", str(config), "--list")
     built = cli(aws_env, "--region", "us-east-1", "--endpoint-url", moto.url, "--format", "json")
     assert unwrap(json.loads(listed.stdout)) == unwrap(json.loads(built.stdout))
+
+
+@pytest.mark.parametrize("exclude", [False, True])
+def test_plugin_filters_and_hostnames_as_aws_ec2_has_them(moto, aws_env, tmp_path, exclude):
+    # The p5 hosts, plus any host with an owner tag (the p4d); exclusion wins over both.
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    settings = {
+        "plugin": "gpufabric.cluster.gpu_fleet",
+        "source": "aws",
+        "regions": ["us-east-1"],
+        "endpoint": moto.url,  # the alias of endpoint_url
+        "source_options": {"read_timeout": 30, "max_attempts": 2},
+        "filters": {"instance_type": "p5.*"},
+        "include_filters": [{"tag:owner": "*"}],
+        "exclude_filters": [{"instance_type": ["p4d.*", "p3.*"]}] if exclude else [],
+        "hostnames": [{"name": "instance_id", "prefix": "tag:Name", "separator": "-"}],
+    }
+    config.write_text(json.dumps(settings), encoding="utf-8")
+    hostvars = json.loads(ansible_inventory(aws_env, "-i", str(config), "--list").stdout)["_meta"]["hostvars"]
+    names = {host: unwrap(variables)["gpufabric_instance_type"] for host, variables in hostvars.items()}
+    expected = {"p5.48xlarge": 2} if exclude else {"p5.48xlarge": 2, "p4d.24xlarge": 1}
+    assert {kind: list(names.values()).count(kind) for kind in set(names.values())} == expected
+    for host, variables in hostvars.items():
+        plain = unwrap(variables)
+        assert host == f"{plain['gpufabric_tags']['Name']}-{plain['gpufabric_instance_id']}"
+
+
+def test_plugin_refuses_options_that_do_not_fit(aws_env, tmp_path):
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    env = {**aws_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    for settings, message in [
+        ({"projects": ["p"]}, "projects does not apply to source aws; it takes regions, profile, endpoint_url"),
+        ({"source_options": {"regions": ["us-east-1"]}}, "source_options.regions: set it as the option regions"),
+        ({"filters": {"colour": "red"}}, "filters: unknown key 'colour'; accepted: name, instance_id"),
+        ({"hostnames": [{"name": "tag:Name", "suffix": "x"}]}, "hostnames[0]: unknown setting 'suffix'"),
+    ]:
+        config.write_text(json.dumps({"plugin": "gpufabric.cluster.gpu_fleet", "source": "aws", **settings}))
+        failed = ansible_inventory(env, "-i", str(config), "--list", check=False)
+        assert failed.returncode != 0
+        assert message in " ".join(failed.stderr.split()), failed.stderr
+        assert "Traceback" not in failed.stderr
 
 
 def test_include_options(moto, aws_env):

@@ -278,7 +278,7 @@ def serve_oci() -> Iterator[Served]:
             ),
             fake=fake,
             cli_args=["--compartment", OCI_COMPARTMENT, "--region", OCI_REGION, "--endpoint-url", fake.endpoint],
-            plugin_options={"compartment_id": OCI_COMPARTMENT, "regions": [OCI_REGION], "endpoint": fake.endpoint},
+            plugin_options={"compartment_id": OCI_COMPARTMENT, "regions": [OCI_REGION], "endpoint_url": fake.endpoint},
         )
 
 
@@ -327,7 +327,7 @@ def serve_nebius() -> Iterator[Served]:
             ),
             fake=fake,
             cli_args=["--parent-id", NEBIUS_PROJECT, "--endpoint-url", endpoint],
-            plugin_options={"parent_ids": [NEBIUS_PROJECT], "endpoint": endpoint},
+            plugin_options={"parent_ids": [NEBIUS_PROJECT], "endpoint_url": endpoint},
         )
 
 
@@ -507,9 +507,7 @@ def test_cli_and_plugin_with_default_credentials(cloud: str, subprocess_env: dic
         )
         config = tmp_path / f"{cloud}.gpu_fleet.yml"
         config.write_text(
-            yaml.safe_dump(
-                {"plugin": "gpufabric.cluster.gpu_fleet", "source": cloud, "source_options": served.plugin_options}
-            ),
+            yaml.safe_dump({"plugin": "gpufabric.cluster.gpu_fleet", "source": cloud, **served.plugin_options}),
             encoding="utf-8",
         )
         listed = run(env, str(BIN / "ansible-inventory"), "-i", str(config), "--list")
