@@ -61,8 +61,8 @@ options:
     type: str
   endpoint_url:
     description:
-      - The API endpoint (C(aws), C(gcp), C(azure), C(oci): an C(https://) URL, or C(http://) to a loopback address
-        such as a local emulator; C(nebius): the gRPC C(host:port) or URL). The SDK's default when unset.
+      - The API endpoint; the SDK's default when unset. For C(aws), C(gcp), C(azure) and C(oci) an C(https://) URL,
+        or C(http://) to a loopback address such as a local emulator; for C(nebius) the gRPC C(host:port) or URL.
     type: str
     aliases: [endpoint]
   path:

@@ -125,7 +125,8 @@ def test_ansible_doc_documents_every_option_and_the_examples_use_only_those(ansi
     typed = {option for table in plugin_utils("fleet_sources").PLUGIN_SETTINGS.values() for option in table}
     for name in [*typed, "filters", "include_filters", "exclude_filters", "hostnames"]:
         assert options[name]["type"] in ("list", "dict", "str"), name
-        assert options[name]["description"], name
+        description = options[name]["description"]
+        assert description and all(isinstance(line, str) for line in description), name
     assert options["regions"]["elements"] == "str" and options["include_filters"]["elements"] == "dict"
     accepted = {*options, *(alias for option in options.values() for alias in option.get("aliases", []))}
     examples = list(yaml.safe_load_all(doc["examples"]))
