@@ -1,0 +1,122 @@
+#!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: drift_check
+author: gpufabric developers (!UNKNOWN)
+version_added: "0.9.0"
+short_description: Compare a host with the record of its last apply (the fast drift check)
+description:
+  - For each role the host's plan runs, reads again the items the role recorded with
+    M(gpufabric.cluster.drift_record) at its last apply, through the same code, and reports every difference;
+    and compares the digest of the plan it applied with the digest of O(plan), so a catalog or inventory change
+    that moves the desired state is drift too (docs/drift.md, "The fast path").
+  - A role with no entry in the record (never applied on this host, or applied by a gpufabric that did not
+    record) is a finding: a host is never reported clean on a record it does not have.
+  - Reads only; C(changed) means drifted, as a check-mode run of the roles would say.
+options:
+  roles:
+    description: The roles the host's plan runs, in order.
+    type: list
+    elements: str
+    required: true
+  plan:
+    description: The host's plan now (C(gpufabric_plan)); only its digest is compared.
+    type: dict
+    required: true
+  path:
+    description: The record file.
+    type: path
+    default: /var/lib/gpufabric/drift-record.json
+attributes:
+  check_mode:
+    description: The same read-only comparison.
+    support: full
+  diff_mode:
+    description: Each finding as the recorded and the live value.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Compare the host with the record of its last apply
+  gpufabric.cluster.drift_check:
+    roles: "{{ gpufabric_plan.roles }}"
+    plan: "{{ gpufabric_plan }}"
+"""
+
+RETURN = r"""
+drifted:
+  description: Each drifted role's findings; a finding has role, kind (files, contents, packages, units,
+    kernel_modules, plan or record), item, recorded and live.
+  returned: always
+  type: dict
+  sample: {"nccl_env": [{"role": "nccl_env", "kind": "files", "item": "/etc/nccl.conf",
+           "recorded": {"sha256": "9b1c...", "mode": "0644", "owner": "root", "group": "root"},
+           "live": {"sha256": "41d2...", "mode": "0644", "owner": "root", "group": "root"}}]}
+roles:
+  description: The roles checked.
+  returned: always
+  type: list
+  elements: str
+path:
+  description: The record file.
+  returned: always
+  type: str
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils.drift_state import (
+    DriftStateError,
+    compare,
+    load_record,
+    plan_digest,
+)
+
+
+def as_text(value: object) -> str:
+    if value is None:
+        return "(none)\n"
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "roles": {"type": "list", "elements": "str", "required": True},
+            "plan": {"type": "dict", "required": True},
+            "path": {"type": "path", "default": "/var/lib/gpufabric/drift-record.json"},
+        },
+        supports_check_mode=True,
+    )
+    path, roles = module.params["path"], module.params["roles"]
+    digest = plan_digest(module.params["plan"])
+    record, _problem = load_record(path)  # a missing or unreadable record: every role below has no entry
+    drifted = {}
+    try:
+        for role in roles:
+            findings = compare(role, record["roles"].get(role), digest, lambda argv: module.run_command(argv))
+            if findings:
+                drifted[role] = findings
+    except DriftStateError as problem:
+        module.fail_json(msg=str(problem), path=path, roles=roles)
+    result = {"changed": bool(drifted), "drifted": drifted, "roles": roles, "path": path}
+    if module._diff:
+        result["diff"] = [
+            {
+                "before_header": f"{finding['role']} {finding['kind']} {finding['item']} (recorded)",
+                "after_header": f"{finding['role']} {finding['kind']} {finding['item']} (now)",
+                "before": as_text(finding["recorded"]),
+                "after": as_text(finding["live"]),
+            }
+            for findings in drifted.values()
+            for finding in findings
+        ]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The fast drift path's record and check: the state readers, and drift_record / drift_check through real
+`ansible` on this machine (its own files and dpkg database; units through a stand-in systemctl answer)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufabric.collection import module_utils
+from tests.fixtures import ansible_module
+
+state = module_utils("drift_state")
+PLAN = {"profile": "lab/sim-h100-roce", "tier": "best", "roles": ["nccl_env"], "env": {"NCCL_DEBUG": "WARN"}}
+
+
+def no_commands(argv: list[str]) -> tuple[int, str, str]:
+    raise AssertionError(f"no command expected, ran {argv}")
+
+
+# --- readers ------------------------------------------------------------------------------------------
+
+
+def test_a_file_is_its_checksum_mode_and_owners(tmp_path):
+    path = tmp_path / "nccl.conf"
+    path.write_text("NCCL_DEBUG=WARN\n")
+    path.chmod(0o640)
+    read = state.read_file(str(path))
+    assert read["sha256"] == hashlib.sha256(b"NCCL_DEBUG=WARN\n").hexdigest()
+    assert read["mode"] == "0640" and read["owner"] == "root" and read["group"] == "root"
+    assert state.read_file(str(tmp_path / "gone")) == {"present": False}
+    assert state.read_file(str(tmp_path)) == {"type": "not a regular file"}
+
+
+def test_contents_are_small_values_with_whitespace_folded(tmp_path):
+    (tmp_path / "sriov_numvfs").write_text("8\n")
+    (tmp_path / "ranges").write_text("4096\t87380   6291456\n")
+    assert state.read_content(str(tmp_path / "sriov_numvfs")) == {"value": "8"}
+    assert state.read_content(str(tmp_path / "ranges")) == {"value": "4096 87380 6291456"}
+    assert state.read_content(str(tmp_path / "absent")) == {"present": False}
+    (tmp_path / "big").write_text("x" * 5000)
+    with pytest.raises(state.DriftStateError, match="holds over 4096 bytes; list it under files"):
+        state.read_content(str(tmp_path / "big"))
+
+
+def test_kernel_modules_are_sys_module_directories(tmp_path):
+    (tmp_path / "module" / "ib_core").mkdir(parents=True)
+    read = state.read_kernel_modules(["ib_core", "ib-umad"], sys_root=str(tmp_path))
+    assert read == {"ib_core": {"loaded": True}, "ib-umad": {"loaded": False}}
+
+
+def test_units_come_from_one_systemctl_show():
+    calls = []
+
+    def systemctl(argv):
+        calls.append(argv)
+        blocks = [
+            "Id=a.service\nActiveState=active\nUnitFileState=enabled\n",
+            "Id=b.service\nActiveState=inactive\nUnitFileState=disabled\n",
+        ]
+        return 0, "\n".join(blocks), ""
+
+    read = state.read_units(["a.service", "b.service"], systemctl)
+    assert read == {
+        "a.service": {"enabled": "enabled", "active": "active"},
+        "b.service": {"enabled": "disabled", "active": "inactive"},
+    }
+    assert len(calls) == 1 and calls[0][:2] == ["systemctl", "show"]
+    with pytest.raises(state.DriftStateError, match="answered 1 block"):
+        state.read_units(["a.service", "b.service"], lambda argv: (0, "Id=a\nActiveState=active\n", ""))
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg")
+def test_packages_are_dpkgs_version_and_hold():
+    def run(argv):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    read = state.read_packages(["dpkg", "gpufabric-no-such-package"], run)
+    assert read["gpufabric-no-such-package"] == {"present": False}
+    assert read["dpkg"]["version"] and read["dpkg"]["held"] is False
+
+
+def test_the_plan_digest_ignores_key_order():
+    assert state.plan_digest({"a": 1, "b": [1, 2]}) == state.plan_digest({"b": [1, 2], "a": 1})
+    assert state.plan_digest({"a": 1}) != state.plan_digest({"a": 2})
+
+
+def test_compare_names_what_moved(tmp_path):
+    path = tmp_path / "nccl.conf"
+    path.write_text("NCCL_DEBUG=WARN\n")
+    entry = state.role_entry("digest", state.read_state({"files": [str(path)]}, no_commands))
+    assert state.compare("nccl_env", entry, "digest", no_commands) == []
+    path.write_text("NCCL_DEBUG=INFO\n")
+    (finding,) = state.compare("nccl_env", entry, "digest", no_commands)
+    assert (finding["kind"], finding["item"]) == ("files", str(path))
+    assert finding["recorded"]["sha256"] != finding["live"]["sha256"]
+    moved = state.compare("nccl_env", entry, "other", no_commands)
+    assert [item["kind"] for item in moved] == ["plan", "files"]
+    assert state.compare("nccl_env", None, "digest", no_commands) == [
+        {"role": "nccl_env", "kind": "record", "item": "nccl_env", "recorded": None, "live": "no record of this role"}
+    ]
+
+
+# --- the modules, through real ansible --------------------------------------------------------------
+
+
+def record(ansible_env: dict[str, str], args: dict[str, Any], *extra: str) -> dict[str, Any]:
+    return ansible_module.run(ansible_env, "drift_record", "-a", json.dumps(args), *extra)
+
+
+def check(ansible_env: dict[str, str], args: dict[str, Any], *extra: str) -> dict[str, Any]:
+    return ansible_module.run(ansible_env, "drift_check", "-a", json.dumps(args), *extra)
+
+
+@pytest.fixture
+def managed(tmp_path: Path) -> dict[str, Any]:
+    conf = tmp_path / "etc" / "nccl.conf"
+    conf.parent.mkdir()
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    (tmp_path / "numvfs").write_text("4\n")
+    record_path = tmp_path / "var" / "drift-record.json"
+    args = {
+        "role": "nccl_env",
+        "plan": PLAN,
+        "files": [str(conf)],
+        "contents": [str(tmp_path / "numvfs")],
+        "packages": ["dpkg"] if shutil.which("dpkg-query") else [],
+        "path": str(record_path),
+    }
+    return {"conf": conf, "numvfs": tmp_path / "numvfs", "record": record_path, "args": args}
+
+
+def test_record_writes_once_then_is_unchanged_and_check_mode_writes_nothing(ansible_env, managed):
+    dry = record(ansible_env, managed["args"], "--check", "--diff")
+    assert dry["changed"] is True and not managed["record"].exists()
+    assert dry["diff"]["before"] == "" and '"plan"' in dry["diff"]["after"]
+    first = record(ansible_env, managed["args"])
+    assert first["changed"] is True
+    written = json.loads(managed["record"].read_text())
+    assert written["format"] == 1 and list(written["roles"]) == ["nccl_env"]
+    assert oct(os.stat(managed["record"]).st_mode & 0o777) == "0o644"
+    assert record(ansible_env, managed["args"])["changed"] is False
+    # Another role's entry is added beside it, not over it.
+    record(ansible_env, {**managed["args"], "role": "sriov", "files": [], "packages": []})
+    assert sorted(json.loads(managed["record"].read_text())["roles"]) == ["nccl_env", "sriov"]
+
+
+def test_check_is_clean_then_names_each_change_and_a_moved_plan(ansible_env, managed):
+    record(ansible_env, managed["args"])
+    target = {"roles": ["nccl_env"], "plan": PLAN, "path": str(managed["record"])}
+    clean = check(ansible_env, target, "--check")
+    assert clean["changed"] is False and clean["drifted"] == {}
+    managed["conf"].write_text("NCCL_DEBUG=INFO\n")
+    managed["numvfs"].write_text("0\n")
+    drifted = check(ansible_env, target, "--check", "--diff")
+    assert drifted["changed"] is True
+    found = [(finding["kind"], finding["item"]) for finding in drifted["drifted"]["nccl_env"]]
+    assert found == [("files", str(managed["conf"])), ("contents", str(managed["numvfs"]))]
+    assert drifted["diff"][1]["before"] == '{\n  "value": "4"\n}\n' and '"0"' in drifted["diff"][1]["after"]
+    # The catalog or inventory moved the desired state: drift on an untouched host too.
+    record(ansible_env, managed["args"])
+    moved = check(ansible_env, {**target, "plan": {**PLAN, "tier": "standard"}})
+    assert [finding["kind"] for finding in moved["drifted"]["nccl_env"]] == ["plan"]
+
+
+def test_no_record_is_never_clean(ansible_env, managed):
+    target = {"roles": ["nccl_env", "sriov"], "plan": PLAN, "path": str(managed["record"])}
+    result = check(ansible_env, target)
+    assert result["changed"] is True and sorted(result["drifted"]) == ["nccl_env", "sriov"]
+    assert result["drifted"]["sriov"][0]["live"] == "no record of this role"
+
+
+def test_a_relative_path_is_refused(ansible_env, managed):
+    result = record(ansible_env, {**managed["args"], "files": ["etc/nccl.conf"]})
+    assert result["failed"] is True and result["msg"] == "files: 'etc/nccl.conf' is not an absolute path"
