@@ -127,14 +127,13 @@ def managed(tmp_path: Path) -> dict[str, Any]:
     conf.write_text("NCCL_DEBUG=WARN\n")
     (tmp_path / "numvfs").write_text("4\n")
     record_path = tmp_path / "var" / "drift-record.json"
-    args = {
-        "role": "nccl_env",
-        "plan": PLAN,
+    nccl_env = {
+        "name": "nccl_env",
         "files": [str(conf)],
         "contents": [str(tmp_path / "numvfs")],
         "packages": ["dpkg"] if shutil.which("dpkg-query") else [],
-        "path": str(record_path),
     }
+    args = {"roles": [nccl_env, {"name": "fabric_facts"}], "plan": PLAN, "path": str(record_path)}
     return {"conf": conf, "numvfs": tmp_path / "numvfs", "record": record_path, "args": args}
 
 
@@ -145,12 +144,13 @@ def test_record_writes_once_then_is_unchanged_and_check_mode_writes_nothing(ansi
     first = record(ansible_env, managed["args"])
     assert first["changed"] is True
     written = json.loads(managed["record"].read_text())
-    assert written["format"] == 1 and list(written["roles"]) == ["nccl_env"]
+    assert written["format"] == 1 and sorted(written["roles"]) == ["fabric_facts", "nccl_env"]
+    assert written["roles"]["fabric_facts"]["state"] == {}
     assert oct(os.stat(managed["record"]).st_mode & 0o777) == "0o644"
     assert record(ansible_env, managed["args"])["changed"] is False
-    # Another role's entry is added beside it, not over it.
-    record(ansible_env, {**managed["args"], "role": "sriov", "files": [], "packages": []})
-    assert sorted(json.loads(managed["record"].read_text())["roles"]) == ["nccl_env", "sriov"]
+    # The roles given are the record: one no longer in the plan leaves it.
+    record(ansible_env, {**managed["args"], "roles": [{"name": "fabric_facts"}]})
+    assert list(json.loads(managed["record"].read_text())["roles"]) == ["fabric_facts"]
 
 
 def test_check_is_clean_then_names_each_change_and_a_moved_plan(ansible_env, managed):
@@ -173,11 +173,14 @@ def test_check_is_clean_then_names_each_change_and_a_moved_plan(ansible_env, man
 
 def test_no_record_is_never_clean(ansible_env, managed):
     target = {"roles": ["nccl_env", "sriov"], "plan": PLAN, "path": str(managed["record"])}
-    result = check(ansible_env, target)
-    assert result["changed"] is True and sorted(result["drifted"]) == ["nccl_env", "sriov"]
-    assert result["drifted"]["sriov"][0]["live"] == "no record of this role"
+    nothing = check(ansible_env, target)  # no record file at all
+    assert nothing["changed"] is True and sorted(nothing["drifted"]) == ["nccl_env", "sriov"]
+    record(ansible_env, managed["args"])  # nccl_env and fabric_facts, no sriov
+    missing = check(ansible_env, target)
+    assert list(missing["drifted"]) == ["sriov"]
+    assert missing["drifted"]["sriov"][0]["live"] == "no record of this role"
 
 
 def test_a_relative_path_is_refused(ansible_env, managed):
-    result = record(ansible_env, {**managed["args"], "files": ["etc/nccl.conf"]})
-    assert result["failed"] is True and result["msg"] == "files: 'etc/nccl.conf' is not an absolute path"
+    result = record(ansible_env, {**managed["args"], "roles": [{"name": "nccl_env", "files": ["etc/nccl.conf"]}]})
+    assert result["failed"] is True and result["msg"] == "nccl_env: files: 'etc/nccl.conf' is not an absolute path"
