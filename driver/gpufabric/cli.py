@@ -645,6 +645,14 @@ def drift_command(
         typer.Option("--prom", help="Write a Prometheus textfile-collector file here."),
     ] = None,
     diffs: Annotated[bool, typer.Option("--diff", help="Show the diff of every change that would be made.")] = False,
+    fast: Annotated[
+        bool,
+        typer.Option(
+            "--fast",
+            help="Compare each host with the record of its last apply (one task per host) instead of running "
+            "site.yml in check mode; docs/drift.md says what it sees.",
+        ),
+    ] = False,
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     settings: SettingsOption = playbook_settings.TUNED,
@@ -681,6 +689,7 @@ def drift_command(
         artifacts=artifacts,
         settings=settings,
         diffs=diffs,
+        fast=fast,
         args=_ansible_args(
             extra_vars,
             user,

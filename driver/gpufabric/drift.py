@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """`gpufabric drift`: run playbooks/site.yml in check and diff mode and report each host's drift.
 
-One check is one site.yml run with --check --diff through gpufabric.runs; drift_events.summarize
+One check is one site.yml run with --check --diff through gpufabric.runs (with --fast, one run of
+playbooks/drift_check.yml instead: each host compared with the record of its last apply); drift_events.summarize
 reads its events, with the inventory's hosts (after --limit) as the expected hosts, so a host that
 never answered is unreachable, never clean. With --remediate, the hosts that drifted (and only
 those: failed or unreachable ones are left for a person) get `gpufabric apply` limited to them,
@@ -30,6 +31,7 @@ from gpufabric import (
     runs,
 )
 from gpufabric import catalog as fabric_catalog
+from gpufabric.errors import UserError
 from gpufabric.playbook_args import PlaybookArgs
 
 
@@ -47,6 +49,7 @@ class DriftOptions:
     settings: str = ansible_settings.TUNED
     diffs: bool = False
     args: PlaybookArgs = field(default_factory=PlaybookArgs)
+    fast: bool = False  # playbooks/drift_check.yml: the record of the last apply, not check-mode site.yml
 
 
 @dataclass
@@ -86,12 +89,13 @@ def run_check(
     watch: Callable[[runs.Tally], None] | None = None,
     label: str = "check",
 ) -> drift_report.DriftResult:
-    """One site.yml --check --diff run over `hosts` (the inventory's, after --limit)."""
+    """One site.yml --check --diff run over `hosts` (the inventory's, after --limit); with options.fast,
+    one drift_check.yml run (also with --check --diff: it reads only, and Ansible makes sure of it)."""
     if not hosts:
         # Nothing to run: summarize says "no host was checked", which is an error, never clean.
         return drift_events.summarize([])
     run = runs.run_playbook(
-        runs.site_playbook(),
+        runs.drift_check_playbook() if options.fast else runs.site_playbook(),
         options.inventory,
         check=True,
         diff=True,
@@ -123,6 +127,9 @@ def _check_options(options: DriftOptions) -> list[str] | None:
     the parsed --limit."""
     apply.parse_tier(options.tier)
     ansible_settings.parse_name(options.settings)
+    if options.fast and (options.args.tags or options.args.skip_tags):
+        # The fast check is one task: a tag selection would skip it and leave hosts unchecked, never clean.
+        raise UserError("--tags and --skip-tags select site.yml's tasks: they apply to drift without --fast only")
     limit = apply.parse_limit(options.limit)
     fabric_catalog.load(options.catalog_files)
     return limit

@@ -27,6 +27,8 @@ from gpufabric.drift_report import (
 from gpufabric.errors import UserError
 from gpufabric.runs import event_counter
 
+# The module of the fast check (playbooks/drift_check.yml), whose one result names each drifted role.
+RECORD_CHECK_ACTION = "gpufabric.cluster.drift_check"
 # The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
 UNMANAGED_FACT = "gpufabric_unmanaged"
 # A diff side is cut after this many lines or characters: a report must stay readable and a
@@ -224,9 +226,13 @@ def summarize(
             # An emptied result (over ansible-runner's MAX_EVENT_RES) keeps no `changed`: a real
             # difference in its file_diff events is the evidence left.
             emptied = not res and any(_diffs(diff) for diff in side)
+            if _is_record_check(data, res):
+                # The fast check's one task speaks for every role of the plan: each is reported as its own.
+                for checked in res["roles"]:
+                    host.saw_role(str(checked))
             if _is_changed(res) or emptied:
                 host.event_counts["changed"] += 1
-                host.drift.changes.append(_change(task, role, data, res, side))
+                host.drift.changes.extend(_changes(task, role, data, res, side))
         elif kind == "runner_on_skipped":
             host.event_counts["skipped"] += 1
         elif kind == "runner_on_failed":
@@ -273,6 +279,35 @@ def _unmanaged_verdict(res: Mapping[str, Any]) -> dict[str, str] | None:
     if not isinstance(verdict, Mapping):
         return None
     return {"code": str(verdict.get("code") or "unknown_profile"), "reason": str(verdict.get("reason") or "")}
+
+
+def _is_record_check(data: Mapping[str, Any], res: Mapping[str, Any]) -> bool:
+    """A result of drift_check (playbooks/drift_check.yml): the roles it checked and those that drifted."""
+    action = str(data.get("resolved_action") or data.get("task_action") or "")
+    return (
+        action == RECORD_CHECK_ACTION and isinstance(res.get("roles"), list) and isinstance(res.get("drifted"), Mapping)
+    )
+
+
+def _changes(
+    task: str, role: str, data: Mapping[str, Any], res: Mapping[str, Any], side: list[Any]
+) -> list[TaskChange]:
+    """A changed task's TaskChange; for drift_check, one per drifted role, its findings as items and diffs."""
+    if not _is_record_check(data, res):
+        return [_change(task, role, data, res, side)]
+    action = str(data.get("resolved_action") or data.get("task_action"))
+    raw_diffs = res.get("diff")
+    diffs: list[Any] = raw_diffs if isinstance(raw_diffs, list) else []
+    changes = []
+    for drifted_role, findings in res["drifted"].items():
+        change = TaskChange(task, str(drifted_role), action)
+        for finding in findings if isinstance(findings, list) else []:
+            if isinstance(finding, Mapping):
+                change.items.append(f"{finding.get('kind')} {finding.get('item')}")
+        mine = [entry for entry in diffs if isinstance(entry, Mapping) and entry.get("role") == drifted_role]
+        change.diffs.extend(_diffs(mine))
+        changes.append(change)
+    return changes
 
 
 def _change(task: str, role: str, data: Mapping[str, Any], res: Mapping[str, Any], side: list[Any]) -> TaskChange:

@@ -95,6 +95,11 @@ def site_playbook() -> Path:
     return collection_root() / "playbooks" / "site.yml"
 
 
+def drift_check_playbook() -> Path:
+    """The fast drift check: each host against the record site.yml left at its last apply."""
+    return collection_root() / "playbooks" / "drift_check.yml"
+
+
 def base_env(host_key_checking: bool = True) -> dict[str, str]:
     """What every run needs: this collection first, the Ansible beside this Python, no colour codes, the
     user's ansible.cfg; host_key_checking: the default when neither the environment nor that file decides."""

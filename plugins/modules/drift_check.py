@@ -13,7 +13,7 @@ description:
     and compares the digest of the plan it applied with the digest of O(plan), so a catalog or inventory change
     that moves the desired state is drift too (docs/drift.md, "The fast path").
   - A role with no entry in the record (never applied on this host, or applied by a gpufabric that did not
-    record) is a finding: a host is never reported clean on a record it does not have.
+    record) is a finding, so a host is never reported clean on a record it does not have.
   - Reads only; C(changed) means drifted, as a check-mode run of the roles would say.
 options:
   roles:
@@ -98,7 +98,7 @@ def main() -> None:
     drifted = {}
     try:
         for role in roles:
-            findings = compare(role, record["roles"].get(role), digest, lambda argv: module.run_command(argv))
+            findings = compare(role, record["roles"].get(role), digest, module.run_command)
             if findings:
                 drifted[role] = findings
     except DriftStateError as problem:
@@ -107,6 +107,7 @@ def main() -> None:
     if module._diff:
         result["diff"] = [
             {
+                "role": finding["role"],  # for gpufabric's report, which lists each drifted role's own diffs
                 "before_header": f"{finding['role']} {finding['kind']} {finding['item']} (recorded)",
                 "after_header": f"{finding['role']} {finding['kind']} {finding['item']} (now)",
                 "before": as_text(finding["recorded"]),

@@ -146,7 +146,7 @@ def main() -> None:
             if relative:
                 module.fail_json(msg=f"{role}: {kind}: {relative[0]!r} is not an absolute path", path=path)
         try:
-            state = read_state(items, lambda argv: module.run_command(argv))
+            state = read_state(items, module.run_command)
         except DriftStateError as problem:
             module.fail_json(msg=f"{role}: {problem}", path=path)
         entries[role] = role_entry(digest, state)

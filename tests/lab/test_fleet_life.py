@@ -91,6 +91,16 @@ TAMPERS = {
 }
 
 
+# Each case as the fast check names it: the role and the recorded item that moved.
+FAST_FINDINGS = {
+    "file edited": ("rdma_stack", "files /etc/modules-load.d/gpufabric-rdma.conf"),
+    "package unheld": ("rdma_stack", "packages rdma-core"),
+    "unit disabled": ("sriov", "units gpufabric-sriov.service"),
+    "env key changed": ("nccl_env", "files /etc/nccl.conf"),
+    "VF count changed": ("sriov", f"contents /simulated-hw/sys/bus/pci/devices/{PF0}/sriov_numvfs"),
+}
+
+
 def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) -> None:
     done, fleet, _output = demo
     assert done.returncode == 0, "the demo must leave a converged lab"
@@ -107,6 +117,18 @@ def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) ->
         case for case, (_script, role, task) in TAMPERS.items() if not any(r == role and task in t for r, t in changes)
     ]
     assert missed == [], f"drift missed {missed}; it saw {changes}"
+    # The fast check (the record of the last apply) catches every case too, on the tampered host only.
+    fast = fleet_drift.check(
+        fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "fast", fast=True),
+        lambda line: None,
+    )
+    assert fast.exit_code == 2
+    assert fast.hosts[untouched].state == "clean", fast.hosts[untouched].changes
+    assert fast.hosts[tampered].state == "drifted"
+    found = {(change.role, item) for change in fast.hosts[tampered].changes for item in change.items}
+    fast_missed = [case for case, (role, item) in FAST_FINDINGS.items() if (role, item) not in found]
+    assert fast_missed == [], f"the fast check missed {fast_missed}; it found {sorted(found)}"
+    assert {change.role for change in fast.hosts[tampered].changes} == {"rdma_stack", "sriov", "nccl_env"}
     # No remediation here: the demo remediated its own edit, and the next test's apply repairs every case of
     # this one (its final check finds the fleet clean).
 
