@@ -6,8 +6,10 @@ same hosts in the same run with Ansible's stock settings (forks 5, no pipelining
 gathering, no fact cache). The hosts are lab fleets of 4, 8 and 16 podman containers over real SSH,
 started from an image baked once with `gpufabric bake`, so every host starts converged, as a nightly drift
 finds a fleet. Per size: one warm-up check (discarded), then stock, tuned, and tuned with the `free`
-strategy, each a full check. Prints the wall times, the ratio stock/tuned, the time per host-task, an
-extrapolation to 1,000 hosts on one controller and the AWX job-slice count that finishes within 15 minutes.
+strategy, each a full check; then one apply (a baked host has no record yet: site.yml writes it) and the
+fast check (`gpufabric drift --fast`: drift_check.yml, tuned settings) on the same hosts. Prints the wall
+times, the ratios stock/tuned, stock/fast and tuned/fast, the time per host-task, an extrapolation to 1,000
+hosts on one controller (tuned and fast) and the AWX job-slice count that finishes within 15 minutes.
 
     .venv/bin/python bench/fleet_drift.py [--sizes 4,8,16] [--json bench-fleet-drift.json]
 
@@ -63,9 +65,11 @@ def host_tasks(run: runs.PlaybookRun) -> int:
     return sum(1 for event in run.events if event.get("event") in kinds)
 
 
-def check_once(inventory: Path, hosts: list[str], settings: str, strategy: str | None, where: Path) -> dict[str, Any]:
+def check_once(
+    inventory: Path, hosts: list[str], settings: str, strategy: str | None, where: Path, playbook: Path | None = None
+) -> dict[str, Any]:
     run = runs.run_playbook(
-        runs.site_playbook(),
+        playbook or runs.site_playbook(),
         str(inventory),
         check=True,
         diff=True,
@@ -100,23 +104,36 @@ def measure(size: int, work: Path, with_free: bool) -> dict[str, Any]:
         for label, settings, strategy in (*VARIANTS, *((FREE,) if with_free else ())):
             say(f"{size} hosts: {label}")
             row[label] = check_once(fleet.inventory, hosts, settings, strategy, work / f"{name}-{label}")
+        say(f"{size} hosts: apply (writes the record the fast check reads)")
+        applied = runs.run_playbook(
+            runs.site_playbook(), str(fleet.inventory), artifacts_dir=work / f"{name}-apply", hosts=hosts
+        )
+        row["apply_s"] = applied.duration_s
+        say(f"{size} hosts: fast")
+        fast = check_once(
+            fleet.inventory, hosts, ansible_settings.TUNED, None, work / f"{name}-fast", runs.drift_check_playbook()
+        )
+        if fast["exit_code"] != 0:
+            raise SystemExit(f"{size} hosts: the fast check found drift (exit {fast['exit_code']}); see {work}")
+        row["fast"] = fast
     finally:
         lab.down(name, directory, progress=say)
     return row
 
 
-def extrapolate(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Wall time = fixed + per_host x hosts, fitted through the two largest fleets (tuned settings)."""
+def extrapolate(rows: list[dict[str, Any]], label: str = "tuned") -> dict[str, Any]:
+    """Wall time = fixed + per_host x hosts, fitted through the two largest fleets (one variant)."""
     small, large = rows[-2], rows[-1]
-    per_host = (large["tuned"]["seconds"] - small["tuned"]["seconds"]) / (large["hosts"] - small["hosts"])
-    per_host = max(per_host, large["tuned"]["seconds"] / large["hosts"] / 4)  # never a flat or falling line
-    fixed = max(large["tuned"]["seconds"] - per_host * large["hosts"], 0.0)
+    per_host = (large[label]["seconds"] - small[label]["seconds"]) / (large["hosts"] - small["hosts"])
+    per_host = max(per_host, large[label]["seconds"] / large["hosts"] / 4)  # never a flat or falling line
+    fixed = max(large[label]["seconds"] - per_host * large["hosts"], 0.0)
     at_target = fixed + per_host * TARGET_HOSTS
     slices = next(
         (k for k in range(1, TARGET_HOSTS + 1) if fixed + per_host * math.ceil(TARGET_HOSTS / k) <= SLICE_BUDGET_S),
         TARGET_HOSTS,
     )
     return {
+        "variant": label,
         "fixed_s": fixed,
         "per_host_s": per_host,
         "hosts": TARGET_HOSTS,
@@ -126,26 +143,29 @@ def extrapolate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def print_table(rows: list[dict[str, Any]], outlook: dict[str, Any]) -> None:
-    labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if label in rows[0]]
+def print_table(rows: list[dict[str, Any]], outlooks: list[dict[str, Any]]) -> None:
+    labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if label in rows[0]] + ["fast"]
     header = f"{'hosts':>5} " + " ".join(f"{label + ' s':>12}" for label in labels)
-    header += f" {'stock/tuned':>11} {'s/host-task':>11} {'host-tasks':>10}"
+    header += f" {'stock/tuned':>11} {'stock/fast':>10} {'tuned/fast':>10} {'s/host-task':>11} {'host-tasks':>10}"
     print(header)
     for row in rows:
         times = " ".join(f"{row[label]['seconds']:12.1f}" for label in labels)
-        ratio = row["stock"]["seconds"] / row["tuned"]["seconds"]
-        tuned = row["tuned"]
-        per_task = tuned["seconds_per_host_task"]
-        print(f"{row['hosts']:5d} {times} {ratio:10.2f}x {per_task:11.3f} {tuned['host_tasks']:10d}")
-    print(
-        f"\nfit (tuned): {outlook['fixed_s']:.1f} s + {outlook['per_host_s']:.2f} s per host; "
-        f"{TARGET_HOSTS} hosts on one controller like this one: {outlook['one_controller_s'] / 60:.0f} min"
-    )
-    print(
-        f"AWX job slicing: {outlook['awx_slices_for_15_min']} slices of "
-        f"{math.ceil(TARGET_HOSTS / outlook['awx_slices_for_15_min'])} hosts finish in "
-        f"{outlook['slice_s'] / 60:.1f} min each (within 15 min, slices run in parallel on separate nodes)"
-    )
+        stock, tuned, fast = (row[label]["seconds"] for label in ("stock", "tuned", "fast"))
+        per_task = row["tuned"]["seconds_per_host_task"]
+        print(
+            f"{row['hosts']:5d} {times} {stock / tuned:10.2f}x {stock / fast:9.2f}x {tuned / fast:9.2f}x"
+            f" {per_task:11.3f} {row['tuned']['host_tasks']:10d}"
+        )
+    for outlook in outlooks:
+        print(
+            f"\nfit ({outlook['variant']}): {outlook['fixed_s']:.1f} s + {outlook['per_host_s']:.2f} s per host; "
+            f"{TARGET_HOSTS} hosts on one controller like this one: {outlook['one_controller_s'] / 60:.1f} min"
+        )
+        print(
+            f"AWX job slicing: {outlook['awx_slices_for_15_min']} slices of "
+            f"{math.ceil(TARGET_HOSTS / outlook['awx_slices_for_15_min'])} hosts finish in "
+            f"{outlook['slice_s'] / 60:.1f} min each (within 15 min, slices run in parallel on separate nodes)"
+        )
 
 
 def main() -> None:
@@ -162,10 +182,10 @@ def main() -> None:
         say(f"baking {PROFILE} into {IMAGE_TAG}")
         bake_image(work)
         rows = [measure(size, work, not args.no_free) for size in sizes]
-    outlook = extrapolate(rows)
-    print_table(rows, outlook)
+    outlooks = [extrapolate(rows, "tuned"), extrapolate(rows, "fast")]
+    print_table(rows, outlooks)
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "outlook": outlook}, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"rows": rows, "outlooks": outlooks}, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
 
 
