@@ -544,3 +544,31 @@ def test_a_failed_loop_is_reported_by_its_failed_items() -> None:
     }
     assert _message(loop) == "/etc/b.gpg: the key did not match the pinned checksum"
     assert _message({"msg": "One or more items failed"}) == "One or more items failed"
+
+
+def test_the_fast_checks_one_task_reports_each_drifted_role() -> None:
+    """drift_check's result (playbooks/drift_check.yml) names the roles it checked and the drifted ones."""
+    edited = copy.deepcopy(events("drifted"))
+    finding = {"role": "sriov", "kind": "units", "item": "gpufabric-sriov.service", "recorded": {}, "live": {}}
+    for event in edited:
+        data = event["event_data"]
+        if event["event"] == "runner_on_ok" and data.get("task") == "Write the fabric env file":
+            data.update(task="Compare the host with the record of its last apply", role=None)
+            data["resolved_action"] = "gpufabric.cluster.drift_check"
+            data["res"] = {
+                "changed": True,
+                "roles": ["fabric_facts", "sriov", "nccl_env"],
+                "drifted": {"sriov": [finding], "nccl_env": [{**finding, "role": "nccl_env", "kind": "plan"}]},
+                "diff": [
+                    {"role": "sriov", "before_header": "a", "after_header": "b", "before": "x\n", "after": "y\n"},
+                    {"role": "nccl_env", "before_header": "c", "after_header": "d", "before": "1\n", "after": "2\n"},
+                ],
+            }
+    host = drift_events.summarize(edited).hosts["gpu-drift-1"]
+    assert host.state == "drifted"
+    assert {"fabric_facts", "sriov", "nccl_env"} <= set(host.roles)
+    changes = {change.role: change for change in host.changes}
+    assert changes["sriov"].items == ["units gpufabric-sriov.service"]
+    assert changes["nccl_env"].items == ["plan gpufabric-sriov.service"]
+    assert [diff.unified for diff in changes["sriov"].diffs] == ["--- before: a\n+++ after: b\n@@ -1 +1 @@\n-x\n+y\n"]
+    assert [diff.header for diff in changes["nccl_env"].diffs] == ["d"]
