@@ -130,6 +130,16 @@ def test_one_check_reports_drift_and_exits_2(fake: FakeRuns, tmp_path: Path) -> 
     assert f"wrote {report}" in text and f"artifacts: {tmp_path / 'runs'}" in text
 
 
+def test_fast_runs_drift_check_yml_for_every_check(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [DRIFTED, REMEDIATED, CLEAN]
+    outcome = drift.execute(options(tmp_path, fast=True, remediate=True), None, Console(quiet=True))
+    assert outcome.exit_code == 0
+    check, remedy, final = fake.calls
+    assert check["playbook"].name == final["playbook"].name == "drift_check.yml"
+    assert check["check"] and check["diff"]
+    assert remedy["playbook"].name == "site.yml" and not remedy["check"]  # the apply writes the record anew
+
+
 def test_remediate_applies_to_the_drifted_hosts_only_then_checks_again(fake: FakeRuns, tmp_path: Path) -> None:
     fake.replies = [DRIFTED, REMEDIATED, CLEAN]
     console = Console(record=True, width=200)
@@ -293,6 +303,7 @@ def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> No
         ),
         (["drift", "-i", str(inventory), "--json-file", str(tmp_path / "no" / "d.json")], "does not exist"),
         (["drift", "-i", str(tmp_path / "missing.yml"), "--artifacts", str(tmp_path / "a")], "cannot read inventory"),
+        (["drift", "-i", str(inventory), "--fast", "-t", "nccl"], "--tags and --skip-tags select site.yml's tasks"),
     ]
     for args, message in cases:
         result = gpufabric(*args)
