@@ -80,6 +80,10 @@ def test_no_role_resolves_the_catalog_itself_or_defaults_a_profile(role):
 
 
 def test_site_playbook_resolves_the_plan_with_the_plan_role():
-    site = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
-    (resolve,) = [task for task in site[0]["tasks"] if "plan" in task["name"] and "Resolve" in task["name"]]
+    # site.yml and the fast drift check start alike: playbooks/tasks/plan.yml, which includes the plan role.
+    for playbook in ("site.yml", "drift_check.yml"):
+        plays = yaml.safe_load((REPO / "playbooks" / playbook).read_text(encoding="utf-8"))
+        assert plays[0]["tasks"][0]["ansible.builtin.import_tasks"] == "tasks/plan.yml", playbook
+    tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "plan.yml").read_text(encoding="utf-8"))
+    (resolve,) = [task for task in tasks if "plan" in task["name"] and "Resolve" in task["name"]]
     assert resolve["ansible.builtin.include_role"]["name"] == "gpufabric.cluster.plan"
