@@ -13,6 +13,10 @@ Kinds of item:
 - packages: a package name -> version and whether it is held (dpkg; rpm: version only);
 - units: a systemd unit -> UnitFileState (enabled, ...) and ActiveState (active, ...);
 - kernel_modules: a module name -> whether /sys/module/<name> exists (loaded or built in).
+
+Besides the state, each role's entry holds the digest of the host's plan and the digest of each of the role's
+settings that the inventory or the command line sets (``role_settings``), so a desired state that moved is
+drift even where the host did not.
 """
 
 from __future__ import annotations
@@ -161,9 +165,22 @@ def plan_digest(plan: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def role_entry(plan: str, state: Mapping[str, Any]) -> dict[str, Any]:
-    """What one role leaves in the record: the digest of the plan it applied and the state it left."""
-    return {"plan": plan, "state": dict(state)}
+def role_settings(roles: list[str], settings: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The settings (variable name -> digest of its value) of each role: a variable is a role's when its name
+    starts with the role's name and "_"; the longest such name wins (gcp_tcpxo_x is gcp_tcpxo's, not gcp_tcpx's).
+    Variables of no role given are left out."""
+    owned: dict[str, dict[str, str]] = {role: {} for role in roles}
+    for name, digest in settings.items():
+        owners = [role for role in roles if name.startswith(role + "_")]
+        if owners:
+            owned[max(owners, key=len)][name] = digest
+    return owned
+
+
+def role_entry(plan: str, state: Mapping[str, Any], settings: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What one role leaves in the record: the digest of the plan it applied, the digests of the settings it
+    was given and the state it left."""
+    return {"plan": plan, "settings": dict(settings or {}), "state": dict(state)}
 
 
 def load_record(path: str) -> tuple[dict[str, Any], str | None]:
@@ -189,18 +206,26 @@ def dump_record(record: Mapping[str, Any]) -> str:
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
-def compare(role: str, entry: Mapping[str, Any] | None, plan: str, run: Runner) -> list[dict[str, Any]]:
-    """What differs between a role's recorded entry and the host now, and between the plan digest it
-    applied and ``plan``, the digest of the plan it would apply now.
+def compare(
+    role: str, entry: Mapping[str, Any] | None, plan: str, run: Runner, settings: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """What differs between a role's recorded entry and the host now, between the plan digest it applied
+    and ``plan``, the digest of the plan it would apply now, and between the settings it was given and
+    ``settings``, the role's settings now (name -> digest; a name missing on one side is None there).
 
-    Each finding: role, kind (a kind of item, "plan" or "record"), item, recorded, live. No entry (the
-    role never recorded on this host) is one finding: a host is never clean on a record it does not have.
+    Each finding: role, kind (a kind of item, "plan", "settings" or "record"), item, recorded, live. No entry
+    (the role never recorded on this host) is one finding: a host is never clean on a record it does not have.
     """
     if not isinstance(entry, Mapping) or not isinstance(entry.get("state"), Mapping):
         return [{"role": role, "kind": "record", "item": role, "recorded": None, "live": "no record of this role"}]
     findings = []
     if entry.get("plan") != plan:
         findings.append({"role": role, "kind": "plan", "item": "plan", "recorded": entry.get("plan"), "live": plan})
+    was_set, now_set = entry.get("settings") or {}, settings or {}
+    for name in sorted(set(was_set) | set(now_set)):
+        if was_set.get(name) != now_set.get(name):
+            was, now = was_set.get(name), now_set.get(name)
+            findings.append({"role": role, "kind": "settings", "item": name, "recorded": was, "live": now})
     recorded = entry["state"]
     items = {kind: list(recorded.get(kind) or {}) for kind in KINDS}
     live = read_state(items, run)

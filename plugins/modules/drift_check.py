@@ -10,8 +10,9 @@ short_description: Compare a host with the record of its last apply (the fast dr
 description:
   - For each role the host's plan runs, reads again the items the role recorded with
     M(gpufabric.cluster.drift_record) at its last apply, through the same code, and reports every difference;
-    and compares the digest of the plan it applied with the digest of O(plan), so a catalog or inventory change
-    that moves the desired state is drift too (docs/drift.md, "The fast path").
+    and compares the digest of the plan it applied with the digest of O(plan), and the role's settings it was
+    given with O(settings), so a catalog or inventory change that moves the desired state is drift too
+    (docs/drift.md, "The fast path").
   - A role with no entry in the record (never applied on this host, or applied by a gpufabric that did not
     record) is a finding, so a host is never reported clean on a record it does not have.
   - Reads only; C(changed) means drifted, as a check-mode run of the roles would say.
@@ -25,6 +26,12 @@ options:
     description: The host's plan now (C(gpufabric_plan)); only its digest is compared.
     type: dict
     required: true
+  settings:
+    description:
+      - The digest of each role variable the inventory or the command line sets now, as for
+        M(gpufabric.cluster.drift_record); one changed, added or removed since the last apply is a finding.
+    type: dict
+    default: {}
   path:
     description: The record file.
     type: path
@@ -48,7 +55,7 @@ EXAMPLES = r"""
 RETURN = r"""
 drifted:
   description: Each drifted role's findings; a finding has role, kind (files, contents, packages, units,
-    kernel_modules, plan or record), item, recorded and live.
+    kernel_modules, plan, settings or record), item, recorded and live.
   returned: always
   type: dict
   sample: {"nccl_env": [{"role": "nccl_env", "kind": "files", "item": "/etc/nccl.conf",
@@ -74,6 +81,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.drift_state impo
     compare,
     load_record,
     plan_digest,
+    role_settings,
 )
 
 
@@ -88,6 +96,7 @@ def main() -> None:
         argument_spec={
             "roles": {"type": "list", "elements": "str", "required": True},
             "plan": {"type": "dict", "required": True},
+            "settings": {"type": "dict", "default": {}},
             "path": {"type": "path", "default": "/var/lib/gpufabric/drift-record.json"},
         },
         supports_check_mode=True,
@@ -95,10 +104,11 @@ def main() -> None:
     path, roles = module.params["path"], module.params["roles"]
     digest = plan_digest(module.params["plan"])
     record, _problem = load_record(path)  # a missing or unreadable record: every role below has no entry
+    settings = role_settings(roles, module.params["settings"])
     drifted = {}
     try:
         for role in roles:
-            findings = compare(role, record["roles"].get(role), digest, module.run_command)
+            findings = compare(role, record["roles"].get(role), digest, module.run_command, settings[role])
             if findings:
                 drifted[role] = findings
     except DriftStateError as problem:

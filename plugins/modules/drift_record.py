@@ -55,6 +55,14 @@ options:
     description: The host's plan (C(gpufabric_plan)); its digest is recorded, never the plan itself.
     type: dict
     required: true
+  settings:
+    description:
+      - The digest of each role variable the inventory or the command line sets (name -> sha256 of its value as
+        canonical JSON), as playbooks/tasks/plan.yml computes them on the controller; only digests reach the host.
+      - Each is recorded in the entry of the role its name starts with (the longest role name given), so a
+        changed, added or removed setting is drift even when the plan did not move.
+    type: dict
+    default: {}
   path:
     description: The record file.
     type: path
@@ -105,6 +113,7 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.drift_state impo
     plan_digest,
     read_state,
     role_entry,
+    role_settings,
 )
 
 PATH_KINDS = ("files", "contents")
@@ -132,12 +141,14 @@ def main() -> None:
         argument_spec={
             "roles": {"type": "list", "elements": "dict", "required": True, "options": ROLE_SPEC},
             "plan": {"type": "dict", "required": True},
+            "settings": {"type": "dict", "default": {}},
             "path": {"type": "path", "default": "/var/lib/gpufabric/drift-record.json"},
         },
         supports_check_mode=True,
     )
     path = module.params["path"]
     digest = plan_digest(module.params["plan"])
+    settings = role_settings([items["name"] for items in module.params["roles"]], module.params["settings"])
     entries = {}
     for items in module.params["roles"]:
         role = items["name"]
@@ -149,7 +160,7 @@ def main() -> None:
             state = read_state(items, module.run_command)
         except DriftStateError as problem:
             module.fail_json(msg=f"{role}: {problem}", path=path)
-        entries[role] = role_entry(digest, state)
+        entries[role] = role_entry(digest, state, settings[role])
     before, problem = load_record(path)
     if problem and os.path.exists(path):
         module.warn(f"{problem}; it is written anew")

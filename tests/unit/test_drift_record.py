@@ -109,6 +109,48 @@ def test_compare_names_what_moved(tmp_path):
     ]
 
 
+def test_settings_belong_to_the_longest_role_name_they_start_with():
+    settings = {"gcp_tcpx_bake": "a", "gcp_tcpxo_bake": "b", "nccl_env_extra": "c", "other_var": "d"}
+    owned = state.role_settings(["gcp_tcpx", "gcp_tcpxo", "nccl_env", "sriov"], settings)
+    assert owned == {
+        "gcp_tcpx": {"gcp_tcpx_bake": "a"},
+        "gcp_tcpxo": {"gcp_tcpxo_bake": "b"},
+        "nccl_env": {"nccl_env_extra": "c"},
+        "sriov": {},
+    }
+
+
+def test_a_setting_changed_added_or_removed_is_drift():
+    entry = state.role_entry("digest", {}, {"nccl_env_extra": "a", "nccl_env_debug": "b"})
+    assert state.compare("nccl_env", entry, "digest", no_commands, {"nccl_env_extra": "a", "nccl_env_debug": "b"}) == []
+    found = state.compare("nccl_env", entry, "digest", no_commands, {"nccl_env_extra": "z", "nccl_env_new": "n"})
+    assert [(item["item"], item["recorded"], item["live"]) for item in found] == [
+        ("nccl_env_debug", "b", None),
+        ("nccl_env_extra", "a", "z"),
+        ("nccl_env_new", None, "n"),
+    ]
+    assert {item["kind"] for item in found} == {"settings"}
+    # A record written before settings were recorded holds none: settings set now are drift until re-applied.
+    legacy = {"plan": "digest", "state": {}}
+    assert [item["item"] for item in state.compare("nccl_env", legacy, "digest", no_commands, {"nccl_env_x": "1"})] == [
+        "nccl_env_x"
+    ]
+
+
+def test_supply_files_are_every_keyring_source_and_pin_once():
+    supply_chain = module_utils("supply_chain")
+    keys = [{"dest": "/etc/apt/keyrings/gpufabric-doca.gpg"}]
+    steps = [
+        {"keys": keys, "repositories": [{"name": "gpufabric-doca"}], "preferences": "gpufabric-doca"},
+        {"keys": keys, "repositories": [], "preferences": ""},  # the same key again, no pin: nothing more
+    ]
+    assert supply_chain.supply_files(steps) == [
+        "/etc/apt/keyrings/gpufabric-doca.gpg",
+        "/etc/apt/sources.list.d/gpufabric-doca.sources",
+        "/etc/apt/preferences.d/gpufabric-doca.pref",
+    ]
+
+
 # --- the modules, through real ansible --------------------------------------------------------------
 
 
@@ -169,6 +211,13 @@ def test_check_is_clean_then_names_each_change_and_a_moved_plan(ansible_env, man
     record(ansible_env, managed["args"])
     moved = check(ansible_env, {**target, "plan": {**PLAN, "tier": "standard"}})
     assert [finding["kind"] for finding in moved["drifted"]["nccl_env"]] == ["plan"]
+    # So did an operator's setting of the role that the plan does not hold; only its digest is stored.
+    record(ansible_env, {**managed["args"], "settings": {"nccl_env_extra": "d1", "fabric_facts_root": "d2"}})
+    written = json.loads(managed["record"].read_text())["roles"]
+    assert written["nccl_env"]["settings"] == {"nccl_env_extra": "d1"}
+    assert written["fabric_facts"]["settings"] == {"fabric_facts_root": "d2"}
+    setting = check(ansible_env, {**target, "settings": {"nccl_env_extra": "d3"}})
+    assert [(item["kind"], item["item"]) for item in setting["drifted"]["nccl_env"]] == [("settings", "nccl_env_extra")]
 
 
 def test_no_record_is_never_clean(ansible_env, managed):
