@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 # Where APT reads preferences files (apt_preferences(5)); vendor_packages writes its pins there too.
 PREFERENCES_DIR = "/etc/apt/preferences.d"
+# Where vendor_packages writes each repository's deb822 source (NAME.sources).
+SOURCES_DIR = "/etc/apt/sources.list.d"
 
 
 class RepoKey(TypedDict):
@@ -158,6 +160,15 @@ def origin_pin(url: str) -> str:
 def preferences_path(name: str) -> str:
     """Where the APT preferences file ``name`` (a PackageStep's ``preferences``, an apt_pin's name) is."""
     return f"{PREFERENCES_DIR}/{name}.pref"
+
+
+def supply_files(steps: list[PackageStep]) -> list[str]:
+    """Every file the steps make a role write on an APT host: each key's keyring, each repository's source and
+    each step's preferences file, in that order, once each (what the fast drift check records of them)."""
+    keys = [key["dest"] for step in steps for key in step["keys"]]
+    sources = [f"{SOURCES_DIR}/{repo['name']}.sources" for step in steps for repo in step["repositories"]]
+    preferences = [preferences_path(step["preferences"]) for step in steps if step["preferences"]]
+    return list(dict.fromkeys(keys + sources + preferences))
 
 
 def apt_pin(name: str, package: str, pin: str, priority: int, managed_by: str, why: str) -> AptPin:

@@ -14,7 +14,7 @@ import re
 import tempfile
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PREFERENCES_DIR
+from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PREFERENCES_DIR, SOURCES_DIR
 from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages import (
     NAME,
     Package,
@@ -23,7 +23,6 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.vendor_packages 
     VendorPackagesError,
 )
 
-SOURCES_DIR = "/etc/apt/sources.list.d"
 # No prompt, no pager, and the configuration files a package ships never replace local ones silently.
 ENVIRONMENT = {"DEBIAN_FRONTEND": "noninteractive", "APT_LISTCHANGES_FRONTEND": "none", "LC_ALL": "C"}
 INSTALL = [
