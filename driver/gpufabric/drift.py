@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`gpufabric drift`: run playbooks/site.yml in check and diff mode and report each host's drift.
+"""`gpufabric drift`: compare every host with its desired state and report each host's drift.
 
-One check is one site.yml run with --check --diff through gpufabric.runs (with --fast, one run of
-playbooks/drift_check.yml instead: each host compared with the record of its last apply); drift_events.summarize
-reads its events, with the inventory's hosts (after --limit) as the expected hosts, so a host that
-never answered is unreachable, never clean. With --remediate, the hosts that drifted (and only
-those: failed or unreachable ones are left for a person) get `gpufabric apply` limited to them,
-then the whole selection is checked once more. The reports and the exit code describe the last
-check: 0 clean, 2 drifted, 1 a host failed, was unreachable or is not managed (no catalog profile,
-unless excluded on purpose) or the check itself broke.
+One check is, by default, one run of playbooks/drift_check.yml through gpufabric.runs (each host compared
+with the record of its last apply), then site.yml with --check --diff over the hosts that have no full
+record; with --thorough, site.yml with --check --diff over every host. drift_events.summarize reads each
+run's events, with the inventory's hosts (after --limit) as the expected hosts, so a host that never
+answered is unreachable, never clean. With --remediate, the hosts that drifted (and only those: failed or
+unreachable ones are left for a person) get `gpufabric apply` limited to them, then the whole selection is
+checked once more. The reports and the exit code describe the last check: 0 clean, 2 drifted, 1 a host
+failed, was unreachable or is not managed (no catalog profile, unless excluded on purpose) or the check
+itself broke.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class DriftOptions:
     settings: str = ansible_settings.TUNED
     diffs: bool = False
     args: PlaybookArgs = field(default_factory=PlaybookArgs)
-    fast: bool = False  # playbooks/drift_check.yml: the record of the last apply, not check-mode site.yml
+    # playbooks/drift_check.yml: the record of the last apply; False (--thorough): check-mode site.yml.
+    fast: bool = True
 
 
 @dataclass
@@ -81,21 +83,19 @@ def _run_problem(run: runs.PlaybookRun, result: drift_report.DriftResult) -> str
     return f"ansible-playbook ended {run.status} (exit {run.rc}) with no host failing; its output: {output}"
 
 
-def run_check(
+def _run_playbook(
     options: DriftOptions,
+    playbook: Path,
     artifacts_dir: Path,
     hosts: list[str],
-    progress: runs.Progress | None = None,
-    watch: Callable[[runs.Tally], None] | None = None,
-    label: str = "check",
+    progress: runs.Progress | None,
+    watch: Callable[[runs.Tally], None] | None,
+    label: str,
 ) -> drift_report.DriftResult:
-    """One site.yml --check --diff run over `hosts` (the inventory's, after --limit); with options.fast,
-    one drift_check.yml run (also with --check --diff: it reads only, and Ansible makes sure of it)."""
-    if not hosts:
-        # Nothing to run: summarize says "no host was checked", which is an error, never clean.
-        return drift_events.summarize([])
+    """One --check --diff run of `playbook` over `hosts`, summarized (drift_check.yml reads only too, and
+    check mode makes sure of it)."""
     run = runs.run_playbook(
-        runs.drift_check_playbook() if options.fast else runs.site_playbook(),
+        playbook,
         options.inventory,
         check=True,
         diff=True,
@@ -116,6 +116,45 @@ def run_check(
     return result
 
 
+def run_check(
+    options: DriftOptions,
+    artifacts_dir: Path,
+    hosts: list[str],
+    progress: runs.Progress | None = None,
+    watch: Callable[[runs.Tally], None] | None = None,
+    label: str = "check",
+) -> drift_report.DriftResult:
+    """One check of `hosts` (the inventory's, after --limit). Thorough: site.yml in check and diff mode. Fast
+    (the default): drift_check.yml, each host against the record of its last apply; a host whose record does
+    not cover every role of its plan (never applied by this gpufabric, booted from a baked image, a role new
+    to its plan) is then checked thoroughly, and that result is its verdict: no record means not checked yet,
+    never drifted nor clean by default."""
+    if not hosts:
+        # Nothing to run: summarize says "no host was checked", which is an error, never clean.
+        return drift_events.summarize([])
+    if not options.fast:
+        return _run_playbook(options, runs.site_playbook(), artifacts_dir, hosts, progress, watch, label)
+    result = _run_playbook(options, runs.drift_check_playbook(), artifacts_dir, hosts, progress, watch, label)
+    uncovered = drift_events.hosts_without_record(result)
+    if uncovered:
+        if progress is not None:
+            progress(
+                f"{len(uncovered)} host(s) without a full record of their last apply, checked thoroughly "
+                f"(site.yml in check mode): {', '.join(uncovered)}"
+            )
+        thorough = _run_playbook(
+            options,
+            runs.site_playbook(),
+            artifacts_dir.parent / f"{artifacts_dir.name}-thorough",
+            uncovered,
+            progress,
+            watch,
+            f"{label} (thorough)",
+        )
+        result = result.replaced(thorough)
+    return result
+
+
 def _artifacts_base(options: DriftOptions) -> Path:
     base = options.artifacts or runs.default_artifacts("drift")
     runs.check_artifacts(base)
@@ -129,7 +168,9 @@ def _check_options(options: DriftOptions) -> list[str] | None:
     ansible_settings.parse_name(options.settings)
     if options.fast and (options.args.tags or options.args.skip_tags):
         # The fast check is one task: a tag selection would skip it and leave hosts unchecked, never clean.
-        raise UserError("--tags and --skip-tags select site.yml's tasks: they apply to drift without --fast only")
+        raise UserError(
+            "--tags and --skip-tags select site.yml's tasks, which only the thorough check runs: add --thorough"
+        )
     limit = apply.parse_limit(options.limit)
     fabric_catalog.load(options.catalog_files)
     return limit

@@ -29,6 +29,8 @@ from gpufabric.runs import event_counter
 
 # The module of the fast check (playbooks/drift_check.yml), whose one result names each drifted role.
 RECORD_CHECK_ACTION = "gpufabric.cluster.drift_check"
+# The kind of its finding for a role the host's record has no entry for (drift_state.compare).
+NO_RECORD_KIND = "record"
 # The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
 UNMANAGED_FACT = "gpufabric_unmanaged"
 # A diff side is cut after this many lines or characters: a report must stay readable and a
@@ -308,6 +310,19 @@ def _changes(
         change.diffs.extend(_diffs(mine))
         changes.append(change)
     return changes
+
+
+def hosts_without_record(result: DriftResult) -> list[str]:
+    """The hosts the fast check found without a record of some role of their plan: they need the thorough check."""
+    return [
+        name
+        for name, host in result.hosts.items()
+        if any(
+            change.action == RECORD_CHECK_ACTION and item.split(" ", 1)[0] == NO_RECORD_KIND
+            for change in host.changes
+            for item in change.items
+        )
+    ]
 
 
 def _change(task: str, role: str, data: Mapping[str, Any], res: Mapping[str, Any], side: list[Any]) -> TaskChange:

@@ -145,6 +145,18 @@ class DriftResult:
     # Run-level problems: the run ended before its summary, no host was checked.
     problems: list[str] = field(default_factory=list)
 
+    def replaced(self, other: DriftResult) -> DriftResult:
+        """This result with the hosts of `other` (a second run over some of the same hosts) taking their
+        verdict from it; both runs' problems, the span of both."""
+        times = [time for time in (self.started, self.finished, other.started, other.finished) if time is not None]
+        return DriftResult(
+            hosts={**self.hosts, **other.hosts},
+            started=min(times, default=None),
+            finished=max(times, default=None),
+            playbook=self.playbook,
+            problems=[*self.problems, *other.problems],
+        )
+
     def hosts_in(self, state: str) -> list[str]:
         return [name for name, host in self.hosts.items() if host.state == state]
 

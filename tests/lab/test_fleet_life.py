@@ -101,33 +101,54 @@ FAST_FINDINGS = {
 }
 
 
+# The desired state moved for one host: the inventory gives it a setting of a role (not part of the plan).
+SETTING = ("nccl_env_extra", "{NCCL_NET_GDR_LEVEL: PHB}")
+SETTING_FINDING = ("nccl_env", f"settings {SETTING[0]}")
+
+
+def _with_host_setting(inventory: Path, host: str) -> str:
+    """The lab's inventory with SETTING for `host` only (after its ansible_port line); the original text."""
+    original = inventory.read_text()
+    lines = original.splitlines(keepends=True)
+    at = lines.index(f"    {host}:\n") + 2  # the host's line, then its ansible_port
+    lines.insert(at, f"      {SETTING[0]}: {SETTING[1]}\n")
+    inventory.write_text("".join(lines))
+    return original
+
+
 def test_tamper_suite_catches_every_case_and_only_there(demo, tmp_path: Path) -> None:
+    """Every hand change, and a setting the inventory now gives one host, on that host only: the default (fast)
+    check and the thorough one both catch each case, and both find the untouched host clean."""
     done, fleet, _output = demo
     assert done.returncode == 0, "the demo must leave a converged lab"
     tampered, untouched = fleet.hosts[0].name, fleet.hosts[1].name
     for script, _role, _task in TAMPERS.values():
         _sh(fleet, tampered, script)
-    options = fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check")
-    result = fleet_drift.check(options, lambda line: None)
-    assert result.exit_code == 2
-    assert result.hosts[untouched].state == "clean"
-    assert result.hosts[tampered].state == "drifted"
-    changes = [(change.role, change.task) for change in result.hosts[tampered].changes]
+    original = _with_host_setting(fleet.inventory, tampered)
+    try:
+        thorough = fleet_drift.check(
+            fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "check", fast=False),
+            lambda line: None,
+        )
+        fast = fleet_drift.check(
+            fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "fast"), lambda line: None
+        )
+    finally:
+        fleet.inventory.write_text(original)
+    for result in (thorough, fast):
+        assert result.exit_code == 2
+        assert result.hosts[untouched].state == "clean", result.hosts[untouched].changes
+        assert result.hosts[tampered].state == "drifted"
+    changes = [(change.role, change.task) for change in thorough.hosts[tampered].changes]
     missed = [
         case for case, (_script, role, task) in TAMPERS.items() if not any(r == role and task in t for r, t in changes)
     ]
-    assert missed == [], f"drift missed {missed}; it saw {changes}"
-    # The fast check (the record of the last apply) catches every case too, on the tampered host only.
-    fast = fleet_drift.check(
-        fleet_drift.DriftOptions(inventory=str(fleet.inventory), artifacts=tmp_path / "fast", fast=True),
-        lambda line: None,
-    )
-    assert fast.exit_code == 2
-    assert fast.hosts[untouched].state == "clean", fast.hosts[untouched].changes
-    assert fast.hosts[tampered].state == "drifted"
+    assert missed == [], f"the thorough check missed {missed}; it saw {changes}"
+    # The fast check (the record of the last apply) names each case by its item.
     found = {(change.role, item) for change in fast.hosts[tampered].changes for item in change.items}
     fast_missed = [case for case, (role, item) in FAST_FINDINGS.items() if (role, item) not in found]
     assert fast_missed == [], f"the fast check missed {fast_missed}; it found {sorted(found)}"
+    assert SETTING_FINDING in found, f"the fast check missed the new setting; it found {sorted(found)}"
     assert {change.role for change in fast.hosts[tampered].changes} == {"rdma_stack", "sriov", "nccl_env"}
     # No remediation here: the demo remediated its own edit, and the next test's apply repairs every case of
     # this one (its final check finds the fleet clean).

@@ -66,6 +66,18 @@ def with_reboot_fact(events: list[dict[str, Any]], host: str) -> list[dict[str, 
     return edited
 
 
+def fast_check(events: list[dict[str, Any]], host: str, kind: str) -> list[dict[str, Any]]:
+    """A recorded run as drift_check.yml's would read: `host`'s one drift_check result with a finding of `kind`
+    in nccl_env (kind "record": the host's record has no entry for the role)."""
+    edited = without_changes(events)
+    finding = {"role": "nccl_env", "kind": kind, "item": "nccl_env", "recorded": None, "live": "no record of this role"}
+    data = next(e["event_data"] for e in edited if e["event"] == "runner_on_ok" and e["event_data"].get("host") == host)
+    data.update(task="Compare the host with the record of its last apply", role=None)
+    data["resolved_action"] = "gpufabric.cluster.drift_check"
+    data["res"] = {"changed": True, "roles": ["nccl_env"], "drifted": {"nccl_env": [finding]}}
+    return edited
+
+
 DRIFTED = merged(fixture_events("clean"), fixture_events("drifted"))
 REMEDIATED = with_reboot_fact(fixture_events("drifted"), "gpu-drift-1")
 CLEAN = merged(fixture_events("clean"), without_changes(fixture_events("drifted")))
@@ -103,7 +115,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRuns:
 
 
 def options(tmp_path: Path, **kwargs: Any) -> drift.DriftOptions:
-    return drift.DriftOptions("fleet.yml", artifacts=tmp_path / "runs", **kwargs)
+    """The thorough check unless `fast` is given: the flow (remediate, reports, exit codes) is the same for both,
+    and the thorough check's recorded runs have a change per task."""
+    return drift.DriftOptions("fleet.yml", artifacts=tmp_path / "runs", **{"fast": False, **kwargs})
 
 
 # ---------------------------------------------------------------------------
@@ -128,6 +142,31 @@ def test_one_check_reports_drift_and_exits_2(fake: FakeRuns, tmp_path: Path) -> 
     text = console.export_text()
     assert "step 1/" not in text, "one check needs no step headers"
     assert f"wrote {report}" in text and f"artifacts: {tmp_path / 'runs'}" in text
+
+
+def test_the_fast_check_is_the_default_and_checks_hosts_without_a_record_thoroughly(
+    fake: FakeRuns, tmp_path: Path
+) -> None:
+    assert drift.DriftOptions("fleet.yml").fast is True
+    fake.replies = [merged(fixture_events("clean"), fast_check(fixture_events("drifted"), "gpu-drift-1", "record"))]
+    fake.replies.append(without_changes(fixture_events("drifted")))  # the thorough check: that host is clean
+    lines: list[str] = []
+    outcome = drift.execute(drift.DriftOptions("fleet.yml", artifacts=tmp_path / "runs"), lines.append)
+    fast, thorough = fake.calls
+    assert fast["playbook"].name == "drift_check.yml" and fast["hosts"] == HOSTS
+    assert thorough["playbook"].name == "site.yml" and thorough["check"] and thorough["diff"]
+    assert thorough["hosts"] == ["gpu-drift-1"], "only the host without a record"
+    assert thorough["artifacts_dir"] == tmp_path / "runs" / "check-thorough"
+    assert any("1 host(s) without a full record" in line and "gpu-drift-1" in line for line in lines)
+    assert outcome.exit_code == 0 and [host.state for host in outcome.final.hosts.values()] == ["clean"] * 3
+    assert list(outcome.final.hosts) == HOSTS
+
+
+def test_the_fast_checks_own_findings_need_no_thorough_check(fake: FakeRuns, tmp_path: Path) -> None:
+    fake.replies = [merged(fixture_events("clean"), fast_check(fixture_events("drifted"), "gpu-drift-1", "files"))]
+    outcome = drift.execute(drift.DriftOptions("fleet.yml", artifacts=tmp_path / "runs"))
+    assert len(fake.calls) == 1 and outcome.exit_code == 2
+    assert outcome.final.hosts_in("drifted") == ["gpu-drift-1"]
 
 
 def test_fast_runs_drift_check_yml_for_every_check(fake: FakeRuns, tmp_path: Path) -> None:
@@ -303,7 +342,7 @@ def test_cli_bad_input_exits_1_in_one_line(gpufabric: Any, tmp_path: Path) -> No
         ),
         (["drift", "-i", str(inventory), "--json-file", str(tmp_path / "no" / "d.json")], "does not exist"),
         (["drift", "-i", str(tmp_path / "missing.yml"), "--artifacts", str(tmp_path / "a")], "cannot read inventory"),
-        (["drift", "-i", str(inventory), "--fast", "-t", "nccl"], "--tags and --skip-tags select site.yml's tasks"),
+        (["drift", "-i", str(inventory), "-t", "nccl"], "which only the thorough check runs: add --thorough"),
     ]
     for args, message in cases:
         result = gpufabric(*args)
