@@ -1,21 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How long does a nightly `gpufabric drift` take, with gpufabric's Ansible settings and with stock ones?
+"""How long does a nightly `gpufabric drift` take: the default (fast) check against Ansible's check mode?
 
-Baseline: the same playbook (site.yml in check and diff mode, exactly what `gpufabric drift` runs) on the
-same hosts in the same run with Ansible's stock settings (forks 5, no pipelining, implicit fact
-gathering, no fact cache). The hosts are lab fleets of 4, 8 and 16 podman containers over real SSH,
+Baseline: the thorough check (`gpufabric drift --thorough`: site.yml in check and diff mode) on the same
+hosts in the same run, with Ansible's stock settings (forks 5, no pipelining, implicit fact gathering, no
+fact cache) and with gpufabric's tuned ones. The hosts are lab fleets of podman containers over real SSH,
 started from an image baked once with `gpufabric bake`, so every host starts converged, as a nightly drift
-finds a fleet. Per size: one warm-up check (discarded), then stock, tuned, and tuned with the `free`
-strategy, each a full check; then one apply (a baked host has no record yet: site.yml writes it) and the
-fast check (`gpufabric drift --fast`: drift_check.yml, tuned settings) on the same hosts. Prints the wall
-times, the ratios stock/tuned, stock/fast and tuned/fast, the time per host-task, an extrapolation to 1,000
-hosts on one controller (tuned and fast) and the AWX job-slice count that finishes within 15 minutes.
+finds a fleet. At the --compare sizes (default 16): one warm-up check (discarded), then stock and tuned
+check mode (and, with --free, tuned with the `free` strategy). At every size (default 16 and 32): one apply
+(a baked host has no record yet: site.yml writes it, as the first apply after boot does) and the default
+check (drift_check.yml, tuned settings) on the same hosts. Prints the wall times, the ratios stock/tuned,
+stock/fast and tuned/fast, a least-squares line of the fast check's time over the sizes, its extrapolation to
+1,000 hosts on one controller and the AWX job-slice count that finishes within 15 minutes.
 
-    .venv/bin/python bench/fleet_drift.py [--sizes 4,8,16] [--json bench-fleet-drift.json]
+    .venv/bin/python bench/fleet_drift.py [--sizes 16,32] [--compare 16] [--json bench-fleet-drift.json]
 
-Needs root, podman and the lab image (built when missing), like `gpufabric lab up`; takes 20-40 minutes
-on a 2-core machine. The controller and every host share this machine's cores: per host-task times are
-upper bounds for a controller whose hosts run elsewhere.
+Needs root, podman and the lab image (built when missing), like `gpufabric lab up`; takes about 40 minutes
+on a 2-core machine with the defaults. The controller and every host share this machine's cores: per-host
+times are upper bounds for a controller whose hosts run elsewhere.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def check_once(
     }
 
 
-def measure(size: int, work: Path, with_free: bool) -> dict[str, Any]:
+def measure(size: int, work: Path, compare: bool, with_free: bool) -> dict[str, Any]:
+    """One lab fleet of `size` baked hosts: with `compare`, a warm-up check (discarded), then stock and tuned
+    check mode (and tuned+free); then the apply that writes the record, and the fast check."""
     name = f"{LAB_PREFIX}-{size}"
     directory = work / name
     started = time.monotonic()
@@ -97,13 +100,14 @@ def measure(size: int, work: Path, with_free: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"hosts": size, "lab_up_s": time.monotonic() - started}
     try:
         hosts = [host.name for host in fleet.hosts]
-        say(f"{size} hosts: warm-up check")
-        warm = check_once(fleet.inventory, hosts, ansible_settings.TUNED, None, work / f"{name}-warm-up")
-        if warm["exit_code"] != 0:
-            raise SystemExit(f"{size} hosts: the baked fleet is not clean (exit {warm['exit_code']}); see {work}")
-        for label, settings, strategy in (*VARIANTS, *((FREE,) if with_free else ())):
-            say(f"{size} hosts: {label}")
-            row[label] = check_once(fleet.inventory, hosts, settings, strategy, work / f"{name}-{label}")
+        if compare:
+            say(f"{size} hosts: warm-up check")
+            warm = check_once(fleet.inventory, hosts, ansible_settings.TUNED, None, work / f"{name}-warm-up")
+            if warm["exit_code"] != 0:
+                raise SystemExit(f"{size} hosts: the baked fleet is not clean (exit {warm['exit_code']}); see {work}")
+            for label, settings, strategy in (*VARIANTS, *((FREE,) if with_free else ())):
+                say(f"{size} hosts: {label}")
+                row[label] = check_once(fleet.inventory, hosts, settings, strategy, work / f"{name}-{label}")
         say(f"{size} hosts: apply (writes the record the fast check reads)")
         applied = runs.run_playbook(
             runs.site_playbook(), str(fleet.inventory), artifacts_dir=work / f"{name}-apply", hosts=hosts
@@ -121,12 +125,18 @@ def measure(size: int, work: Path, with_free: bool) -> dict[str, Any]:
     return row
 
 
-def extrapolate(rows: list[dict[str, Any]], label: str = "tuned") -> dict[str, Any]:
-    """Wall time = fixed + per_host x hosts, fitted through the two largest fleets (one variant)."""
-    small, large = rows[-2], rows[-1]
-    per_host = (large[label]["seconds"] - small[label]["seconds"]) / (large["hosts"] - small["hosts"])
-    per_host = max(per_host, large[label]["seconds"] / large["hosts"] / 4)  # never a flat or falling line
-    fixed = max(large[label]["seconds"] - per_host * large["hosts"], 0.0)
+def extrapolate(rows: list[dict[str, Any]], label: str) -> dict[str, Any] | None:
+    """Wall time = fixed + per_host x hosts, a least-squares line through every size measured with `label`;
+    None with fewer than two such sizes."""
+    points = [(row["hosts"], row[label]["seconds"]) for row in rows if label in row]
+    if len(points) < 2:
+        return None
+    mean_x = sum(x for x, _y in points) / len(points)
+    mean_y = sum(y for _x, y in points) / len(points)
+    per_host = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _y in points)
+    largest = max(points)
+    per_host = max(per_host, largest[1] / largest[0] / 4)  # never a flat or falling line
+    fixed = max(mean_y - per_host * mean_x, 0.0)
     at_target = fixed + per_host * TARGET_HOSTS
     slices = next(
         (k for k in range(1, TARGET_HOSTS + 1) if fixed + per_host * math.ceil(TARGET_HOSTS / k) <= SLICE_BUDGET_S),
@@ -134,6 +144,7 @@ def extrapolate(rows: list[dict[str, Any]], label: str = "tuned") -> dict[str, A
     )
     return {
         "variant": label,
+        "sizes": [x for x, _y in points],
         "fixed_s": fixed,
         "per_host_s": per_host,
         "hosts": TARGET_HOSTS,
@@ -143,26 +154,36 @@ def extrapolate(rows: list[dict[str, Any]], label: str = "tuned") -> dict[str, A
     }
 
 
+def _seconds(row: dict[str, Any], label: str) -> str:
+    return f"{row[label]['seconds']:12.1f}" if label in row else f"{'-':>12}"
+
+
+def _ratio(row: dict[str, Any], slow: str, fast: str) -> str:
+    if slow in row and fast in row:
+        return f"{row[slow]['seconds'] / row[fast]['seconds']:10.2f}x"
+    return f"{'-':>11}"
+
+
 def print_table(rows: list[dict[str, Any]], outlooks: list[dict[str, Any]]) -> None:
-    labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if label in rows[0]] + ["fast"]
+    labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if any(label in row for row in rows)]
+    labels.append("fast")
     header = f"{'hosts':>5} " + " ".join(f"{label + ' s':>12}" for label in labels)
-    header += f" {'stock/tuned':>11} {'stock/fast':>10} {'tuned/fast':>10} {'s/host-task':>11} {'host-tasks':>10}"
+    header += f" {'stock/tuned':>11} {'stock/fast':>11} {'tuned/fast':>11} {'apply s':>9} {'fast host-tasks':>15}"
     print(header)
     for row in rows:
-        times = " ".join(f"{row[label]['seconds']:12.1f}" for label in labels)
-        stock, tuned, fast = (row[label]["seconds"] for label in ("stock", "tuned", "fast"))
-        per_task = row["tuned"]["seconds_per_host_task"]
-        print(
-            f"{row['hosts']:5d} {times} {stock / tuned:10.2f}x {stock / fast:9.2f}x {tuned / fast:9.2f}x"
-            f" {per_task:11.3f} {row['tuned']['host_tasks']:10d}"
-        )
+        times = " ".join(_seconds(row, label) for label in labels)
+        pairs = (("stock", "tuned"), ("stock", "fast"), ("tuned", "fast"))
+        ratios = " ".join(_ratio(row, slow, fast) for slow, fast in pairs)
+        print(f"{row['hosts']:5d} {times} {ratios} {row['apply_s']:9.1f} {row['fast']['host_tasks']:15d}")
     for outlook in outlooks:
+        sizes = ", ".join(str(size) for size in outlook["sizes"])
         print(
-            f"\nfit ({outlook['variant']}): {outlook['fixed_s']:.1f} s + {outlook['per_host_s']:.2f} s per host; "
-            f"{TARGET_HOSTS} hosts on one controller like this one: {outlook['one_controller_s'] / 60:.1f} min"
+            f"\nfit ({outlook['variant']}, over {sizes} hosts): {outlook['fixed_s']:.1f} s + "
+            f"{outlook['per_host_s']:.2f} s per host; {TARGET_HOSTS} hosts on one controller like this one: "
+            f"{outlook['one_controller_s'] / 60:.1f} min"
         )
         print(
-            f"AWX job slicing: {outlook['awx_slices_for_15_min']} slices of "
+            f"AWX job slicing: {outlook['awx_slices_for_15_min']} slice(s) of "
             f"{math.ceil(TARGET_HOSTS / outlook['awx_slices_for_15_min'])} hosts finish in "
             f"{outlook['slice_s'] / 60:.1f} min each (within 15 min, slices run in parallel on separate nodes)"
         )
@@ -170,19 +191,25 @@ def print_table(rows: list[dict[str, Any]], outlooks: list[dict[str, Any]]) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--sizes", default="4,8,16", help="lab fleet sizes, comma-separated (default 4,8,16)")
-    parser.add_argument("--no-free", action="store_true", help="skip the tuned+free strategy variant")
+    parser.add_argument("--sizes", default="16,32", help="lab fleet sizes, comma-separated (default 16,32)")
+    parser.add_argument(
+        "--compare", default="16", help="the sizes at which check mode (stock, tuned) runs too (default 16)"
+    )
+    parser.add_argument("--free", action="store_true", help="also time tuned check mode with the free strategy")
     parser.add_argument("--json", type=Path, help="also write the measurements as JSON here")
     args = parser.parse_args()
     sizes = sorted({int(size) for size in args.sizes.split(",")})
+    compare = {int(size) for size in args.compare.split(",") if size}
     if len(sizes) < 2:
         parser.error("--sizes needs at least two sizes (the extrapolation fits a line)")
+    if not compare <= set(sizes):
+        parser.error(f"--compare {args.compare}: every size compared must be one of --sizes {args.sizes}")
     with tempfile.TemporaryDirectory(prefix="gpufabric-bench-") as scratch:
         work = Path(scratch)
         say(f"baking {PROFILE} into {IMAGE_TAG}")
         bake_image(work)
-        rows = [measure(size, work, not args.no_free) for size in sizes]
-    outlooks = [extrapolate(rows, "tuned"), extrapolate(rows, "fast")]
+        rows = [measure(size, work, size in compare, args.free) for size in sizes]
+    outlooks = [outlook for outlook in (extrapolate(rows, "tuned"), extrapolate(rows, "fast")) if outlook]
     print_table(rows, outlooks)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "outlooks": outlooks}, indent=2) + "\n", encoding="utf-8")
