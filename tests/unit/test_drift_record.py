@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,53 @@ def test_no_record_is_never_clean(ansible_env, managed):
 def test_a_relative_path_is_refused(ansible_env, managed):
     result = record(ansible_env, {**managed["args"], "roles": [{"name": "nccl_env", "files": ["etc/nccl.conf"]}]})
     assert result["failed"] is True and result["msg"] == "nccl_env: files: 'etc/nccl.conf' is not an absolute path"
+
+
+# A sysctl gcp_tcpx sets (roles/gcp_tcpx/defaults/main.yml) that is per network namespace on this kernel.
+SYSCTL = "/proc/sys/net/core/optmem_max"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+def test_a_sysctl_changed_by_hand_is_drift(ansible_env, tmp_path):
+    """A real kernel setting, in a network namespace of the test's own: recorded as a role leaves it, set by
+    hand to another value, and named by the fast check with both values. Nothing outside the namespace moves."""
+    record_path, result_path = tmp_path / "record.json", tmp_path / "check.json"
+    role = {"name": "gcp_tcpx", "contents": [SYSCTL]}
+    plays = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {"name": "Set the value as the role does", "ansible.builtin.shell": f"echo 131072 > {SYSCTL}"},
+                {
+                    "name": "Record",
+                    "gpufabric.cluster.drift_record": {"roles": [role], "plan": PLAN, "path": str(record_path)},
+                },
+                {"name": "Change it by hand", "ansible.builtin.shell": f"echo 20480 > {SYSCTL}"},
+                {
+                    "name": "Check",
+                    "gpufabric.cluster.drift_check": {"roles": ["gcp_tcpx"], "plan": PLAN, "path": str(record_path)},
+                    "register": "checked",
+                },
+                {
+                    "name": "Keep the result",
+                    "ansible.builtin.copy": {"content": "{{ checked | to_json }}", "dest": str(result_path)},
+                },
+            ],
+        }
+    ]
+    playbook = tmp_path / "sysctl.yml"
+    playbook.write_text(json.dumps(plays))
+    before = Path(SYSCTL).read_text()
+    done = subprocess.run(
+        ["unshare", "--net", "--", shutil.which("ansible-playbook") or "ansible-playbook", "-i", "localhost,",
+         "-c", "local", str(playbook)],
+        capture_output=True, text=True, env={**ansible_env, "ANSIBLE_PYTHON_INTERPRETER": sys.executable}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert Path(SYSCTL).read_text() == before, "the test's namespace only"
+    checked = json.loads(result_path.read_text())
+    assert checked["changed"] is True
+    (finding,) = checked["drifted"]["gcp_tcpx"]
+    assert (finding["kind"], finding["item"]) == ("contents", SYSCTL)
+    assert (finding["recorded"], finding["live"]) == ({"value": "131072"}, {"value": "20480"})
