@@ -22,11 +22,14 @@ times are upper bounds for a controller whose hosts run elsewhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,28 @@ def host_tasks(run: runs.PlaybookRun) -> int:
     return sum(1 for event in run.events if event.get("event") in kinds)
 
 
+@contextlib.contextmanager
+def mitogen_config(work: Path) -> Iterator[None]:
+    """Ansible runs with Mitogen's strategy (mitogen_linear) through a user ansible.cfg, as Mitogen documents it:
+    gpufabric reads that file as it reads yours, and its settings win over the tuned set's."""
+    try:
+        import ansible_mitogen  # optional: only --mitogen needs it
+    except ImportError:
+        raise SystemExit("--mitogen needs Mitogen in this Python: pip install mitogen") from None
+    config = work / "mitogen.cfg"
+    plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+    config.write_text(f"[defaults]\nstrategy_plugins = {plugins}\nstrategy = mitogen_linear\n", encoding="utf-8")
+    before = os.environ.get("ANSIBLE_CONFIG")
+    os.environ["ANSIBLE_CONFIG"] = str(config)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["ANSIBLE_CONFIG"]
+        else:
+            os.environ["ANSIBLE_CONFIG"] = before
+
+
 def check_once(
     inventory: Path, hosts: list[str], settings: str, strategy: str | None, where: Path, playbook: Path | None = None
 ) -> dict[str, Any]:
@@ -90,9 +115,10 @@ def check_once(
     }
 
 
-def measure(size: int, work: Path, compare: bool, with_free: bool) -> dict[str, Any]:
+def measure(size: int, work: Path, compare: bool, with_free: bool, with_mitogen: bool) -> dict[str, Any]:
     """One lab fleet of `size` baked hosts: with `compare`, a warm-up check (discarded), then stock and tuned
-    check mode (and tuned+free); then the apply that writes the record, and the fast check."""
+    check mode (and tuned+free, tuned+mitogen); then the apply that writes the record, and the fast check
+    (and, compared with Mitogen, the fast check with Mitogen)."""
     name = f"{LAB_PREFIX}-{size}"
     directory = work / name
     started = time.monotonic()
@@ -108,6 +134,12 @@ def measure(size: int, work: Path, compare: bool, with_free: bool) -> dict[str, 
             for label, settings, strategy in (*VARIANTS, *((FREE,) if with_free else ())):
                 say(f"{size} hosts: {label}")
                 row[label] = check_once(fleet.inventory, hosts, settings, strategy, work / f"{name}-{label}")
+            if with_mitogen:
+                say(f"{size} hosts: tuned+mitogen")
+                with mitogen_config(work):
+                    row["tuned+mitogen"] = check_once(
+                        fleet.inventory, hosts, ansible_settings.TUNED, None, work / f"{name}-tuned+mitogen"
+                    )
         say(f"{size} hosts: apply (writes the record the fast check reads)")
         applied = runs.run_playbook(
             runs.site_playbook(), str(fleet.inventory), artifacts_dir=work / f"{name}-apply", hosts=hosts
@@ -120,6 +152,17 @@ def measure(size: int, work: Path, compare: bool, with_free: bool) -> dict[str, 
         if fast["exit_code"] != 0:
             raise SystemExit(f"{size} hosts: the fast check found drift (exit {fast['exit_code']}); see {work}")
         row["fast"] = fast
+        if compare and with_mitogen:
+            say(f"{size} hosts: fast+mitogen")
+            with mitogen_config(work):
+                row["fast+mitogen"] = check_once(
+                    fleet.inventory,
+                    hosts,
+                    ansible_settings.TUNED,
+                    None,
+                    work / f"{name}-fast+mitogen",
+                    runs.drift_check_playbook(),
+                )
     finally:
         lab.down(name, directory, progress=say)
     return row
@@ -166,7 +209,7 @@ def _ratio(row: dict[str, Any], slow: str, fast: str) -> str:
 
 def print_table(rows: list[dict[str, Any]], outlooks: list[dict[str, Any]]) -> None:
     labels = [label for label, _settings, _strategy in (*VARIANTS, FREE) if any(label in row for row in rows)]
-    labels.append("fast")
+    labels += [label for label in ("tuned+mitogen", "fast", "fast+mitogen") if any(label in row for row in rows)]
     header = f"{'hosts':>5} " + " ".join(f"{label + ' s':>12}" for label in labels)
     header += f" {'stock/tuned':>11} {'stock/fast':>11} {'tuned/fast':>11} {'apply s':>9} {'fast host-tasks':>15}"
     print(header)
@@ -196,6 +239,9 @@ def main() -> None:
         "--compare", default="16", help="the sizes at which check mode (stock, tuned) runs too (default 16)"
     )
     parser.add_argument("--free", action="store_true", help="also time tuned check mode with the free strategy")
+    parser.add_argument(
+        "--mitogen", action="store_true", help="also time tuned check mode and the fast check with Mitogen's strategy"
+    )
     parser.add_argument("--json", type=Path, help="also write the measurements as JSON here")
     args = parser.parse_args()
     sizes = sorted({int(size) for size in args.sizes.split(",")})
@@ -208,7 +254,7 @@ def main() -> None:
         work = Path(scratch)
         say(f"baking {PROFILE} into {IMAGE_TAG}")
         bake_image(work)
-        rows = [measure(size, work, size in compare, args.free) for size in sizes]
+        rows = [measure(size, work, size in compare, args.free, args.mitogen) for size in sizes]
     outlooks = [outlook for outlook in (extrapolate(rows, "tuned"), extrapolate(rows, "fast")) if outlook]
     print_table(rows, outlooks)
     if args.json:
