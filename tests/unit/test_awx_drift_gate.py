@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """playbooks/awx/drift.yml: in check mode a host that would change fails (so the AWX job fails), a clean
 one passes, a Run job is never gated; with ansible.builtin.junit's JUNIT_FAIL_ON_CHANGE the change is a
-JUnit failure. Real ansible-playbook over local connections; the gate's own files, a stand-in site.yml."""
+JUnit failure. playbooks/awx/drift_fast.yml: a host that drifted from its record, or has none, fails, in a
+Run and a Check job. Real ansible-playbook over local connections; the gates' own files, a stand-in site.yml
+and drift_check.yml (the real modules, each host's record under the test's directory)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,21 @@ def playbook(
     base.update(ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_NOCOLOR="1", **(env or {}))
     command = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), *args, str(playbook)]
     return subprocess.run(command, capture_output=True, text=True, env=base, check=False, timeout=120)
+
+
+# The real drift_check module, as playbooks/drift_check.yml calls it, over a record file per host.
+STAND_IN_DRIFT_CHECK = """
+- name: Stand-in for drift_check.yml
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Compare the host with the record of its last apply
+      gpufabric.cluster.drift_check:
+        roles: [nccl_env]
+        plan: {profile: lab}
+        path: "{{ out_dir }}/{{ inventory_hostname }}.json"
+      register: gpufabric_drift_found
+"""
 
 
 @pytest.fixture
@@ -98,3 +115,34 @@ def test_the_real_playbook_passes_a_host_left_alone_on_purpose(tmp_path: Path) -
     )
     run = playbook(AWX / "drift.yml", inventory, "--check")
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_fast_gate_fails_a_drifted_host_and_one_without_a_record(project, tmp_path: Path) -> None:
+    gate, inventory, out = project
+    (tmp_path / "drift_check.yml").write_text(STAND_IN_DRIFT_CHECK)
+    managed = out / "nccl.conf"
+    managed.write_text("NCCL_DEBUG=WARN\n")
+    record = [
+        str(Path(sys.executable).with_name("ansible")), "localhost", "-c", "local",
+        "-e", f"ansible_python_interpreter={sys.executable}", "-m", "gpufabric.cluster.drift_record",
+        "-a", f'{{"roles": [{{"name": "nccl_env", "files": ["{managed}"]}}], "plan": {{"profile": "lab"}}, '
+        f'"path": "{out / "gpu-1.json"}"}}',
+    ]  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    done = subprocess.run(
+        record,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "ANSIBLE_COLLECTIONS_PATH": str(collections_path())},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    fast_gate = gate.with_name("drift_fast.yml")
+    for mode in ((), ("--check",)):  # a Run and a Check job gate alike: the check only reads
+        run = playbook(fast_gate, inventory, *mode)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "DRIFT on gpu-1" not in run.stdout
+        assert "DRIFT on gpu-2: nccl_env: record nccl_env. No record: run the apply job template once" in run.stdout
+    managed.write_text("NCCL_DEBUG=INFO\n")
+    run = playbook(fast_gate, inventory)
+    assert f"DRIFT on gpu-1: nccl_env: files {managed}" in run.stdout, run.stdout
