@@ -27,8 +27,8 @@ KNOWN_HOSTS = "known_hosts"
 HOSTS_DIR = "hosts"  # hosts/<host>/simulated-hw: each host's SIMULATED hardware tree
 GROUP = "lab"
 HW_ROOT = "/simulated-hw"  # where each container sees its SIMULATED tree (gpufabric_hw_root)
-MAX_NODES = 32
-# A lab name becomes container names and hostnames: keep it a DNS label with room for "-32".
+MAX_NODES = 64
+# A lab name becomes container names and hostnames: keep it a DNS label with room for "-64".
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,50}[a-z0-9])?$")
 
 # The roles of the catalog that run in a lab container, as measured there (tests/lab runs site.yml with them).

@@ -18,10 +18,11 @@ Linux PCI core and mlx5 would, and answers ``ip`` for its devices:
 
 Two ways to use it: in-process, ``gpufabric.simulated_sriov_host.SimulatedSriovHost(root)``
 is ``sriov.Host`` (module_utils) with this kernel reacting on each write, raising OSError as
-the kernel's write(2) would; or as processes: ``watch`` polls the tree and reacts (a change the kernel
-would refuse is reverted and logged to ``<root>/SIMULATED-kernel-refusals.log``, since a
-file write cannot fail), ``ip`` stands in for /usr/sbin/ip (devices outside the tree go to
-the real ip) and ``reset`` removes all VFs and their state, as a fresh boot would.
+the kernel's write(2) would; or as processes: ``watch`` reacts to writes in the tree (woken by
+inotify, so an idle lab host costs no CPU; a change the kernel would refuse is reverted and logged
+to ``<root>/SIMULATED-kernel-refusals.log``, since a file write cannot fail), ``ip`` stands in for
+/usr/sbin/ip (devices outside the tree go to the real ip) and ``reset`` removes all VFs and their
+state, as a fresh boot would.
 
 Standard library only and a single file: molecule copies it into containers.
 """
@@ -30,11 +31,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import errno
 import fcntl
 import json
 import os
 import re
+import select
 import shutil
 import sys
 import time
@@ -42,6 +45,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# With inotify, the watch daemon wakes on a write and at least this often (a write it could not watch).
+IDLE_WAKE_S = 1.0
+IN_CLOSE_WRITE = 0x00000008  # <sys/inotify.h>
 STATE_FILE = "SIMULATED-vf-state.json"
 LOCK_FILE = "SIMULATED-vf-state.lock"
 KERNEL_LOCK = "SIMULATED-kernel.lock"  # one watch round or one reset at a time
@@ -441,11 +447,25 @@ class Kernel:
                 except OSError as error:
                     self._refused(f"{driver.name}/{operation} {text}", error)
 
+    def _watched_directories(self) -> list[Path]:
+        """Where the writes the daemon reacts to land: each PF's directory (sriov_numvfs) and each driver's
+        (bind, unbind)."""
+        drivers = self.root / PCI_DRIVERS
+        return [self.root / PCI_DEVICES / address for address in self.physical_functions()] + (
+            sorted(drivers.iterdir()) if drivers.is_dir() else []
+        )
+
     def watch(self, interval: float) -> None:
+        """React to writes until killed: woken by inotify when a file in a watched directory was written (at
+        least every IDLE_WAKE_S); without inotify, a round every `interval` seconds."""
         self.prepare()
+        writes = _Writes.open(self._watched_directories())
         while True:
             self.poll()
-            time.sleep(interval)
+            if writes is None:
+                time.sleep(interval)
+            else:
+                writes.wait(IDLE_WAKE_S)
 
     def reset(self) -> None:
         """A fresh boot: no VFs, sriov_numvfs 0, no VF admin state, empty bind/unbind files."""
@@ -463,6 +483,38 @@ class Kernel:
                 (driver / name).write_text("", encoding="utf-8")
 
 
+class _Writes:
+    """An inotify descriptor watching directories for files closed after writing (Linux, through libc)."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+
+    @classmethod
+    def open(cls, directories: list[Path]) -> _Writes | None:
+        """The watch, or None where inotify is not available (the caller polls instead)."""
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            descriptor = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        if descriptor < 0:
+            return None
+        for directory in directories:
+            if libc.inotify_add_watch(descriptor, os.fsencode(directory), IN_CLOSE_WRITE) < 0:
+                os.close(descriptor)
+                return None
+        return cls(descriptor)
+
+    def wait(self, timeout: float) -> None:
+        """Until a watched write happened (since the last wait: the kernel queues them) or `timeout` passed."""
+        ready, _, _ = select.select([self.descriptor], [], [], timeout)
+        while ready:
+            try:
+                os.read(self.descriptor, 65536)
+            except BlockingIOError:
+                break
+
+
 def _real_ip(args: list[str]) -> int:
     for candidate in REAL_IP:
         if os.access(candidate, os.X_OK):
@@ -476,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     watch = commands.add_parser("watch", help="react to writes in the tree until killed")
     watch.add_argument("--root", required=True)
-    watch.add_argument("--interval", type=float, default=0.02)
+    watch.add_argument("--interval", type=float, default=0.02, help="seconds between rounds without inotify")
     ip = commands.add_parser("ip", help="stand in for ip: ip --root R -- ARGS")
     ip.add_argument("--root", required=True)
     ip.add_argument("args", nargs=argparse.REMAINDER)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -208,6 +209,17 @@ def test_watch_reacts_and_logs_refusals(watching):
     wait_for(lambda: not (watching / "sys/bus/pci/devices/0000:17:00.2/driver").exists())
     numvfs.write_text("0\n")
     wait_for(lambda: virtfns(watching) == [])
+
+
+def test_a_write_wakes_the_watch_through_inotify(tmp_path):
+    """The daemon sleeps until a file in a watched directory is closed after writing: no busy poll."""
+    writes = simulated_sriov._Writes.open([tmp_path])
+    assert writes is not None, "inotify is available on Linux"
+    assert select.select([writes.descriptor], [], [], 0)[0] == [], "nothing written yet"
+    (tmp_path / "sriov_numvfs").write_text("4\n")
+    assert select.select([writes.descriptor], [], [], 0)[0] == [writes.descriptor]
+    writes.wait(0)  # drains what was queued
+    assert select.select([writes.descriptor], [], [], 0)[0] == []
 
 
 def test_ip_stand_in_and_reset(tree):
