@@ -50,7 +50,7 @@ from gpufabric.lab_files import (
     split_roles,
     to_json,
 )
-from gpufabric.lab_image import LAB_IMAGE, ensure_image, ensure_tools
+from gpufabric.lab_image import LAB_IMAGE, ensure_image, ensure_inotify_instances, ensure_tools
 from gpufabric.lab_podman import (
     MISSING,
     container_label,
@@ -213,6 +213,7 @@ def up(
     lab.roles, lab.left_out = roles, left_out
     progress(f"lab {name}: {nodes} x {profile} in {where}" + (" (reusing it)" if existing else ""))
     ensure_tools(progress)
+    ensure_inotify_instances(nodes, progress)
     ensure_image(lab.image, progress)
     where.mkdir(parents=True, exist_ok=True)
     public_key = _ensure_key(where)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from gpufabric.collection import collection_root
 from gpufabric.errors import UserError
@@ -78,6 +79,36 @@ def ensure_tools(progress: Progress, tools: dict[str, str] | None = None) -> Non
         )
         if result.returncode != 0:
             raise UserError(f"`{' '.join(step)}` failed (exit {result.returncode}): {result.stderr.strip()[-500:]}")
+
+
+# Every lab host holds inotify instances (systemd, journald, the SIMULATED SR-IOV kernel: 7 measured), all
+# counted against root, whom the containers share. Past the limit (the kernel's default, 128, runs out near 17
+# hosts) systemd stalls the host's boot ("Failed to create inotify object: Too many open files"); kind documents
+# the same limit for its nodes.
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_HOST = 8
+INOTIFY_HEADROOM = 64  # the rest of the machine: molecule's containers, desktop tools
+
+
+def ensure_inotify_instances(nodes: int, progress: Progress, limit: Path = INOTIFY_INSTANCES) -> None:
+    """Raise fs.inotify.max_user_instances (as root, until reboot) when `nodes` lab hosts would exhaust it."""
+    wanted = INOTIFY_PER_HOST * nodes + INOTIFY_HEADROOM
+    try:
+        current = int(limit.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not Linux's procfs: podman reports what goes wrong
+    if current >= wanted:
+        return
+    if os.geteuid() != 0:
+        raise UserError(
+            f"a {nodes}-host lab needs fs.inotify.max_user_instances of at least {wanted} (it is {current}): "
+            f"`sudo sysctl -w fs.inotify.max_user_instances={wanted}`"
+        )
+    limit.write_text(f"{wanted}\n", encoding="utf-8")
+    progress(
+        f"raised fs.inotify.max_user_instances from {current} to {wanted} (until reboot): "
+        f"each lab host's systemd needs a few"
+    )
 
 
 def ensure_base_image(progress: Progress) -> None:

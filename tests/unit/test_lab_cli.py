@@ -97,3 +97,20 @@ def test_a_missing_base_image_needs_debootstrap_first(monkeypatch):
         UserError, match=r"needs debootstrap .*`sudo apt-get install -y --no-install-recommends debootstrap`"
     ):
         lab_image.ensure_base_image(print)
+
+
+def test_a_large_lab_raises_the_inotify_instance_limit_as_root_only(tmp_path, monkeypatch):
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    said: list[str] = []
+    lab_image.ensure_inotify_instances(8, said.append, limit)  # 8 x 8 + 64 = 128: enough already
+    assert limit.read_text() == "128\n" and said == []
+    lab_image.ensure_inotify_instances(64, said.append, limit)
+    assert limit.read_text() == "576\n"
+    assert said == [
+        "raised fs.inotify.max_user_instances from 128 to 576 (until reboot): each lab host's systemd needs a few"
+    ]
+    limit.write_text("128\n")
+    monkeypatch.setattr(lab_image.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match=r"sudo sysctl -w fs.inotify.max_user_instances=576"):
+        lab_image.ensure_inotify_instances(64, said.append, limit)
