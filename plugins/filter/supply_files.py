@@ -19,6 +19,12 @@ options:
     type: list
     elements: dict
     required: true
+  repositories:
+    description:
+      - Include the keyrings and sources. False gives the preferences files only, for an adopt mode that pins the
+        image's packages and configures no repository.
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -41,14 +47,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import supply_files
 
 
-def supply_files_filter(steps):
+def supply_files_filter(steps, repositories=True):
     if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
         raise AnsibleFilterError(
             "supply_files: the supply must be a list of package steps (a role plan's supply), "
             f"got {type(steps).__name__}"
         )
     try:
-        return supply_files(steps)
+        return supply_files(steps, repositories=bool(repositories))
     except KeyError as missing:
         raise AnsibleFilterError(
             f"supply_files: a package step lacks {missing}; accepted: a role plan's supply"

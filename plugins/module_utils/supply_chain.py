@@ -162,11 +162,17 @@ def preferences_path(name: str) -> str:
     return f"{PREFERENCES_DIR}/{name}.pref"
 
 
-def supply_files(steps: list[PackageStep]) -> list[str]:
+def supply_files(steps: list[PackageStep], repositories: bool = True) -> list[str]:
     """Every file the steps make a role write on an APT host: each key's keyring, each repository's source and
-    each step's preferences file, in that order, once each (what the fast drift check records of them)."""
-    keys = [key["dest"] for step in steps for key in step["keys"]]
-    sources = [f"{SOURCES_DIR}/{repo['name']}.sources" for step in steps for repo in step["repositories"]]
+    each step's preferences file, in that order, once each (what the fast drift check records of them). Without
+    ``repositories``, the preferences files only: an adopt mode that pins the image's packages and configures no
+    repository."""
+    keys = [key["dest"] for step in steps for key in step["keys"]] if repositories else []
+    sources = (
+        [f"{SOURCES_DIR}/{repo['name']}.sources" for step in steps for repo in step["repositories"]]
+        if repositories
+        else []
+    )
     preferences = [preferences_path(step["preferences"]) for step in steps if step["preferences"]]
     return list(dict.fromkeys(keys + sources + preferences))
 

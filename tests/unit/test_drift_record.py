@@ -150,6 +150,7 @@ def test_supply_files_are_every_keyring_source_and_pin_once():
         "/etc/apt/sources.list.d/gpufabric-doca.sources",
         "/etc/apt/preferences.d/gpufabric-doca.pref",
     ]
+    assert supply_chain.supply_files(steps, repositories=False) == ["/etc/apt/preferences.d/gpufabric-doca.pref"]
 
 
 # --- the modules, through real ansible --------------------------------------------------------------
