@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import ansible_settings, bake, drift_events, lab, runs
+from gpufabric.playbook_args import PlaybookArgs
 
 PROFILE = lab.DEFAULT_PROFILE
 IMAGE_TAG = "localhost/gpufabric-bench-baked:latest"
@@ -54,8 +55,10 @@ def bake_image(work: Path) -> None:
     name = f"{LAB_PREFIX}-bakevars"
     builder = lab.up(name, PROFILE, 1, directory=work / name, progress=say)
     try:
-        settings = lab.host_settings(builder)
-        options = bake.Options(profile=PROFILE, tag=IMAGE_TAG, extra_vars=settings, artifacts=work / "bake")
+        settings = work / "bake-vars.json"  # -e @FILE, as `gpufabric bake -e @bake-vars.yml` takes them
+        settings.write_text(json.dumps(lab.host_settings(builder)), encoding="utf-8")
+        args = PlaybookArgs(extra_vars=(f"@{settings}",))
+        options = bake.Options(profile=PROFILE, tag=IMAGE_TAG, args=args, artifacts=work / "bake")
         result = bake.bake(options, say)
         if not result.committed:
             raise SystemExit(f"bake failed; artifacts in {work / 'bake'}")
