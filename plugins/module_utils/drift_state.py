@@ -8,7 +8,8 @@ Both modules read through `read_state` here, so what is recorded and what is com
 reader and differ only when the host changed.
 
 Kinds of item:
-- files: an absolute path -> sha256 of the content, mode, owner and group (or absent);
+- files: an absolute path -> sha256 of the content, mode, owner and group (or absent), and the text of a small
+  world-readable UTF-8 file (a configuration file, a unit), so that a drift report shows what changed in it;
 - contents: a small text file such as /proc/sys/net/core/rmem_max or a PF's sriov_numvfs -> its text;
 - packages: a package name -> version and whether it is held (dpkg; rpm: version only);
 - units: a systemd unit -> UnitFileState (enabled, ...) and ActiveState (active, ...);
@@ -21,6 +22,7 @@ drift even where the host did not.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import hashlib
 import json
@@ -36,6 +38,9 @@ RECORD_FORMAT = 1
 ABSENT: dict[str, Any] = {"present": False}
 # A contents item is a value the kernel or a role keeps in a small file; a larger one is a file.
 MAX_CONTENT_BYTES = 4096
+# A managed file up to this size, UTF-8 and readable by every user, is recorded with its text: the report shows the
+# edit, and the record (0644) reveals nothing the file itself does not.
+MAX_TEXT_BYTES = 64 * 1024
 
 # run(argv) -> (rc, stdout, stderr): AnsibleModule.run_command, or a stand-in in the unit tests.
 Runner = Callable[[list[str]], tuple[int, str, str]]
@@ -53,7 +58,8 @@ def _name(lookup: Callable[[int], Any], number: int) -> str:
 
 
 def read_file(path: str) -> dict[str, Any]:
-    """sha256, mode, owner and group of a regular file (a link is followed); ABSENT when missing."""
+    """sha256, mode, owner and group of a regular file (a link is followed), with its text when it is small,
+    world-readable and UTF-8 (MAX_TEXT_BYTES); ABSENT when missing."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -63,18 +69,25 @@ def read_file(path: str) -> dict[str, Any]:
     if not stat.S_ISREG(info.st_mode):
         return {"type": "not a regular file"}
     digest = hashlib.sha256()
+    small = bytearray()
     try:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+                if len(small) <= MAX_TEXT_BYTES:
+                    small += block
     except OSError as problem:
         raise DriftStateError(f"files: cannot read {path}: {problem.strerror}") from None
-    return {
+    read: dict[str, Any] = {
         "sha256": digest.hexdigest(),
         "mode": f"{stat.S_IMODE(info.st_mode):04o}",
         "owner": _name(pwd.getpwuid, info.st_uid),
         "group": _name(grp.getgrgid, info.st_gid),
     }
+    if len(small) <= MAX_TEXT_BYTES and info.st_mode & stat.S_IROTH:
+        with contextlib.suppress(UnicodeDecodeError):  # a keyring, a library: the checksum says it changed
+            read["text"] = bytes(small).decode("utf-8")
+    return read
 
 
 def read_content(path: str) -> dict[str, Any]:

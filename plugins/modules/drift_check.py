@@ -41,7 +41,9 @@ attributes:
     description: The same read-only comparison.
     support: full
   diff_mode:
-    description: Each finding as the recorded and the live value.
+    description:
+      - Each finding as the recorded and the live value; for a managed file recorded with its text (small,
+        world-readable, UTF-8), the text itself, so the diff shows the edit.
     support: full
 """
 
@@ -77,6 +79,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.drift_state import (
+    ABSENT,
     DriftStateError,
     compare,
     load_record,
@@ -89,6 +92,41 @@ def as_text(value: object) -> str:
     if value is None:
         return "(none)\n"
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def without_text(value: object) -> object:
+    """A file's state without its text (the diff shows the text; the findings stay small)."""
+    if isinstance(value, dict) and "text" in value:
+        return {key: item for key, item in value.items() if key != "text"}
+    return value
+
+
+def diff_sides(finding: dict) -> tuple[str, str]:
+    """The recorded and live sides of a finding's diff: a managed file's text when it changed (the edit, as a
+    thorough check's diff shows it), else the state as JSON."""
+    was, now = finding["recorded"], finding["live"]
+    text_changed = (
+        finding["kind"] == "files"
+        and isinstance(was, dict)
+        and isinstance(now, dict)
+        and "text" in was
+        and ("text" in now or now == ABSENT)
+        and was.get("text") != now.get("text")
+    )
+    if text_changed:
+        return was["text"], now.get("text", "")
+    return as_text(without_text(was)), as_text(without_text(now))
+
+
+def diff_entry(finding: dict) -> dict:
+    before, after = diff_sides(finding)
+    return {
+        "role": finding["role"],  # for gpufabric's report, which lists each drifted role's own diffs
+        "before_header": f"{finding['role']} {finding['kind']} {finding['item']} (recorded)",
+        "after_header": f"{finding['role']} {finding['kind']} {finding['item']} (now)",
+        "before": before,
+        "after": after,
+    }
 
 
 def main() -> None:
@@ -115,17 +153,10 @@ def main() -> None:
         module.fail_json(msg=str(problem), path=path, roles=roles)
     result = {"changed": bool(drifted), "drifted": drifted, "roles": roles, "path": path}
     if module._diff:
-        result["diff"] = [
-            {
-                "role": finding["role"],  # for gpufabric's report, which lists each drifted role's own diffs
-                "before_header": f"{finding['role']} {finding['kind']} {finding['item']} (recorded)",
-                "after_header": f"{finding['role']} {finding['kind']} {finding['item']} (now)",
-                "before": as_text(finding["recorded"]),
-                "after": as_text(finding["live"]),
-            }
-            for findings in drifted.values()
-            for finding in findings
-        ]
+        result["diff"] = [diff_entry(finding) for findings in drifted.values() for finding in findings]
+    for findings in drifted.values():  # the texts are in the diffs: the result stays small
+        for finding in findings:
+            finding["recorded"], finding["live"] = without_text(finding["recorded"]), without_text(finding["live"])
     module.exit_json(**result)
 
 

@@ -30,7 +30,10 @@ options:
         type: str
         required: true
       files:
-        description: Absolute paths of files the role manages; their sha256, mode, owner and group are recorded.
+        description:
+          - Absolute paths of files the role manages; their sha256, mode, owner and group are recorded, and the text
+            of one up to 64 KiB that is UTF-8 and readable by every user (so the drift report shows an edit, and
+            the record reveals nothing the file does not).
         type: list
         elements: path
       contents:

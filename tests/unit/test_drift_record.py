@@ -89,6 +89,23 @@ def test_packages_are_dpkgs_version_and_hold():
     assert read["dpkg"]["version"] and read["dpkg"]["held"] is False
 
 
+def test_a_small_world_readable_text_file_is_recorded_with_its_text(tmp_path):
+    conf = tmp_path / "nccl.conf"
+    conf.write_text("NCCL_DEBUG=WARN\n")
+    conf.chmod(0o644)
+    assert state.read_file(str(conf))["text"] == "NCCL_DEBUG=WARN\n"
+    conf.chmod(0o600)  # a file only root reads: its text stays out of a record every user can read
+    assert "text" not in state.read_file(str(conf))
+    keyring = tmp_path / "key.gpg"
+    keyring.write_bytes(b"\x99\x01\xff")
+    keyring.chmod(0o644)
+    assert "text" not in state.read_file(str(keyring))
+    large = tmp_path / "large"
+    large.write_text("x" * (state.MAX_TEXT_BYTES + 1))
+    large.chmod(0o644)
+    assert "text" not in state.read_file(str(large))
+
+
 def test_the_plan_digest_ignores_key_order():
     assert state.plan_digest({"a": 1, "b": [1, 2]}) == state.plan_digest({"b": [1, 2], "a": 1})
     assert state.plan_digest({"a": 1}) != state.plan_digest({"a": 2})
@@ -208,6 +225,9 @@ def test_check_is_clean_then_names_each_change_and_a_moved_plan(ansible_env, man
     assert drifted["changed"] is True
     found = [(finding["kind"], finding["item"]) for finding in drifted["drifted"]["nccl_env"]]
     assert found == [("files", str(managed["conf"])), ("contents", str(managed["numvfs"]))]
+    # The edit itself, as a thorough check's diff shows it; the findings carry the checksums only.
+    assert (drifted["diff"][0]["before"], drifted["diff"][0]["after"]) == ("NCCL_DEBUG=WARN\n", "NCCL_DEBUG=INFO\n")
+    assert "text" not in drifted["drifted"]["nccl_env"][0]["recorded"]
     assert drifted["diff"][1]["before"] == '{\n  "value": "4"\n}\n' and '"0"' in drifted["diff"][1]["after"]
     # The catalog or inventory moved the desired state: drift on an untouched host too.
     record(ansible_env, managed["args"])
