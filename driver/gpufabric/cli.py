@@ -727,7 +727,7 @@ def lab_up(
     profile: Annotated[
         str, typer.Option(help="Catalog profile the hosts pretend to be (`gpufabric catalog list`).")
     ] = local_lab.DEFAULT_PROFILE,
-    nodes: Annotated[int, typer.Option(help="Number of hosts, 1..32.")] = local_lab.DEFAULT_NODES,
+    nodes: Annotated[int, typer.Option(help="Number of hosts, 1..64.")] = local_lab.DEFAULT_NODES,
     name: LabNameOption = local_lab.DEFAULT_NAME,
     image: Annotated[
         Optional[str],  # noqa: UP045
@@ -759,7 +759,7 @@ def demo(
     profile: Annotated[
         str, typer.Option(help="Catalog profile the lab hosts pretend to be (`gpufabric catalog list`).")
     ] = local_lab.DEFAULT_PROFILE,
-    nodes: Annotated[int, typer.Option(help="Number of lab hosts, 1..32.")] = local_lab.DEFAULT_NODES,
+    nodes: Annotated[int, typer.Option(help="Number of lab hosts, 1..64.")] = local_lab.DEFAULT_NODES,
     name: LabNameOption = local_lab.DEFAULT_NAME,
     directory: LabDirOption = None,
     keep: Annotated[

@@ -507,8 +507,8 @@ class _Writes:
 
     def wait(self, timeout: float) -> None:
         """Until a watched write happened (since the last wait: the kernel queues them) or `timeout` passed."""
-        ready, _, _ = select.select([self.descriptor], [], [], timeout)
-        while ready:
+        readable = select.select([self.descriptor], [], [], timeout)[0]
+        while readable:
             try:
                 os.read(self.descriptor, 65536)
             except BlockingIOError:

@@ -120,9 +120,9 @@ def test_bad_lab_names(name):
         lab_files.check_name(name)
 
 
-@pytest.mark.parametrize("nodes", [0, -1, 33])
+@pytest.mark.parametrize("nodes", [0, -1, 65])
 def test_bad_node_counts(nodes):
-    with pytest.raises(UserError, match=r"accepted 1\.\.32"):
+    with pytest.raises(UserError, match=r"accepted 1\.\.64"):
         lab_files.check_nodes(nodes)
 
 
