@@ -28,6 +28,7 @@ def load(cli_files: list[Path] | None = None) -> Any:
 
 def summary(name: str, profile: dict[str, Any]) -> dict[str, Any]:
     """One row of `gpufabric catalog list`."""
+    catalog_module = plugin_utils("fabric_catalog")
     return {
         "name": name,
         "cloud": profile["cloud"],
@@ -37,7 +38,19 @@ def summary(name: str, profile: dict[str, Any]) -> dict[str, Any]:
         "gpu_nics": f"{profile['nics']['gpu']['count']}x {profile['nics']['gpu']['speed_gbit_s']}G "
         f"{profile['nics']['gpu']['kind']}",
         "line_rate_gbit_s": profile["bandwidth"]["line_rate_gbit_s"],
+        "architecture": profile.get("architecture", catalog_module.DEFAULT_ARCHITECTURE),
+        # Rack-scale NVLink (NVL72): the GPUs and hosts of one NVLink domain; "-" for a single-host NVLink.
+        "nvlink_domain": _nvlink_domain(profile),
+        "sources": list(profile.get("sources") or []),
     }
+
+
+def _nvlink_domain(profile: dict[str, Any]) -> str:
+    nvlink = profile.get("nvlink")
+    if not nvlink:
+        return "-"
+    hosts = plugin_utils("fabric_catalog").hosts_per_domain(profile)
+    return f"{nvlink['domain_gpus']} GPUs, {hosts} hosts"
 
 
 def origin_label(origin: tuple[str, str, str]) -> str:

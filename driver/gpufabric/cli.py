@@ -31,12 +31,12 @@ from gpufabric import demo as fleet_demo
 from gpufabric import drift as fabric_drift
 from gpufabric import lab as local_lab
 from gpufabric import nccl as nccl_output
-from gpufabric import probe as hardware_probe
 from gpufabric import report as verify_report
 from gpufabric import runs as playbook_runs
 from gpufabric import verify as nccl_verify
 from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.plan import fleet_plan, render
+from gpufabric.plan import has_problems as plan_has_problems
 
 app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
@@ -94,8 +94,8 @@ def catalog_list(catalog: CatalogOption = None, as_json: JsonOption = False) -> 
     if as_json:
         _print_json({"profiles": rows})
         return
-    columns = ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s")
-    table = Table(title="fabric catalog")
+    columns = ("name", "fabric", "gpus", "gpu_nics", "line_rate_gbit_s", "architecture", "nvlink_domain")
+    table = Table(title="fabric catalog (`gpufabric catalog show NAME` lists a profile's sources)")
     for column in columns:
         table.add_column(column)
     for row in rows:
@@ -149,13 +149,17 @@ def plan(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show, per host, the profile, fabric, roles and environment that apply would use."""
+    """Show, per host, the profile, fabric, roles and environment that apply would use.
+
+    Hosts of rack-scale NVLink profiles (NVL72) are grouped into their NVLink domains; a domain with too many
+    hosts or mixed profiles, or such a host without a domain, exits 1.
+    """
     result = fleet_plan(inventory, tier, catalog, probe=probe)
     if as_json:
         _print_json(result)
     else:
         render(result, stdout)
-    if probe and hardware_probe.has_problems(result):
+    if plan_has_problems(result, probe):
         raise typer.Exit(1)
 
 

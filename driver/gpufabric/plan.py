@@ -23,11 +23,14 @@ from gpufabric.inventory import as_play_sees, host_vars
 def fleet_plan(
     inventory: str, tier: str | None, catalog_files: list[Path] | None, probe: bool = False
 ) -> dict[str, Any]:
-    """{"hosts": {name: plan}} for every host of the inventory, sorted by name.
+    """{"hosts": {name: plan}, "nvlink": domains} for every host of the inventory, sorted by name.
 
     With ``probe``, each host's hardware is read and compared with its profile
     (a "probe" section per host), and profile-less bare metal gets a profile
     inferred from its hardware.
+
+    "nvlink" groups the hosts of rack-scale NVLink profiles into their NVLink domains, with findings
+    (plugin_utils/nvlink_domains.py).
 
     Each host's "supply" section holds the keys, repositories and packages its roles will configure, for the OS
     the probe read or the host variable gpufabric_os names (supply.py).
@@ -53,7 +56,13 @@ def fleet_plan(
         if probe:
             hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
         host["supply"] = _supply(name, host, raw_vars[name], answers.get(name) if probe else None)
-    return {"hosts": hosts}
+    return {"hosts": hosts, "nvlink": plugin_utils("nvlink_domains").group(hosts)}
+
+
+def has_problems(plan: dict[str, Any], probed: bool) -> bool:
+    """Whether `gpufabric plan` exits 1: an NVLink domain finding of severity error, or, with --probe, what
+    probe.has_problems counts (a host that did not answer, an error finding, a host not managed)."""
+    return plugin_utils("nvlink_domains").has_errors(plan["nvlink"]) or (probed and hardware_probe.has_problems(plan))
 
 
 def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
@@ -67,6 +76,9 @@ def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: d
         if answer is not None and probed is None:
             os_from = f"the probe did not read the host ({answer.get('error')}); {os_from}"
         return supply.unknown_os(os_from)
+    if probed is None and host.get("architecture"):
+        # Without a probe, the host is what its profile says: a Grace (arm64) host takes the sbsa repositories.
+        facts["architecture"] = plugin_utils("fabric_catalog").ANSIBLE_ARCHITECTURE[host["architecture"]]
     return supply.host_supply(host, raw_vars, facts, os_name, os_from)
 
 
@@ -94,6 +106,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
             shared_env[(host["profile"], host["tier"])] = host["env"]
     console.print(table)
     _render_images(plan, console)
+    _render_nvlink(plan, console)
     _render_sriov(plan, console)
     _render_supply(plan, console)
     for (profile, tier), env in sorted(shared_env.items()):
@@ -123,6 +136,25 @@ def _render_images(plan: dict[str, Any], console: Console) -> None:
             markup=False,
             highlight=False,
         )
+
+
+def _render_nvlink(plan: dict[str, Any], console: Console) -> None:
+    """The NVLink domains of rack-scale hosts (NVL72): members and GPUs per domain, then every domain finding."""
+    nvlink = plan.get("nvlink") or {"domains": {}, "findings": []}
+    if nvlink["domains"]:
+        table = Table(title="NVLink domains")
+        for column in ("domain", "profile", "hosts", "GPUs", "members"):
+            table.add_column(column, no_wrap=column != "members")
+        for domain, entry in nvlink["domains"].items():
+            hosts = f"{len(entry['members'])} of {entry['hosts_per_domain']}"
+            row = (domain, ", ".join(entry["profiles"]), hosts, str(entry["gpus"]), " ".join(entry["members"]))
+            table.add_row(*(Text(cell) for cell in row))
+        console.print(table)
+    findings = [*nvlink["findings"], *(f for entry in nvlink["domains"].values() for f in entry["findings"])]
+    colours = {"error": "red", "warning": "yellow"}
+    for finding in findings:
+        colour = colours.get(finding["severity"], "dim")
+        console.print(f"[{colour}]{finding['severity']}[/{colour}]: {escape(finding['message'])}", highlight=False)
 
 
 def sriov_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:

@@ -59,6 +59,7 @@ KNOWN_ROLES = (
     "aws_efa",
     "roce",
     "sriov",
+    "imex",
     "nccl_env",
     "nccl_tests",
 )
@@ -70,6 +71,11 @@ ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma"
 INTERFACE_NAMINGS = ("predictable", "net_ifnames_0")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
 OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "debian-13", "rhel-9")
+# A profile's CPU architecture, as Debian and the clouds name it (default amd64). Grace hosts (GB200, GB300) are
+# arm64, where NVIDIA's CUDA repository directory is sbsa; ANSIBLE_ARCHITECTURE gives what Ansible's facts say.
+ARCHITECTURES = ("amd64", "arm64")
+DEFAULT_ARCHITECTURE = "amd64"
+ANSIBLE_ARCHITECTURE = {"amd64": "x86_64", "arm64": "aarch64"}
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
@@ -328,7 +334,19 @@ PROFILE_SCHEMA: dict[str, Any] = {
         },
         False,
     ),
+    "architecture": (_choice(ARCHITECTURES), False),
     "fabric": (_choice(FABRICS), True),
+    # Rack-scale NVLink (GB200/GB300 NVL72): the GPUs of one NVLink domain span several hosts, which IMEX joins.
+    # `fabric` is then the scale-out network between domains; bandwidth.thresholds judge runs across domains and
+    # nvlink.thresholds runs within one domain.
+    "nvlink": (
+        {
+            "domain_gpus": (_int_min(2), True),
+            "source": (_str, True),
+            "thresholds": (_thresholds, False),
+        },
+        False,
+    ),
     # SR-IOV virtual functions carved from every GPU-network NIC (ConnectX physical functions only):
     # the sriov role creates them, `gpufabric k8s manifests` hands them to pods.
     "sriov": (
@@ -350,6 +368,12 @@ PROFILE_SCHEMA: dict[str, Any] = {
 }
 
 
+def _check_threshold(threshold: Any, where: str, source: str) -> None:
+    _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
+    if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
+        raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
+
+
 def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) -> None:
     if not isinstance(data, dict):
         raise CatalogError(source, path, "must be a mapping")
@@ -368,6 +392,29 @@ def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) ->
         problem = check(data[key])
         if problem:
             raise CatalogError(source, where, problem)
+
+
+def _check_nvlink(profile: dict[str, Any], path: str, source: str) -> None:
+    """An NVLink domain is whole hosts, more than one: its GPU count is a multiple of the host's, above it."""
+    nvlink = profile.get("nvlink")
+    if nvlink is None:
+        return
+    per_host = profile["gpu"]["count"]
+    if nvlink["domain_gpus"] % per_host or nvlink["domain_gpus"] <= per_host:
+        raise CatalogError(
+            source,
+            f"{path}.nvlink.domain_gpus",
+            f"{nvlink['domain_gpus']} is not a multiple of gpu.count {per_host} above it; accepted: the GPUs of "
+            "two or more whole hosts",
+        )
+    for index, threshold in enumerate(nvlink.get("thresholds") or []):
+        _check_threshold(threshold, f"{path}.nvlink.thresholds[{index}]", source)
+
+
+def hosts_per_domain(profile: dict[str, Any]) -> int | None:
+    """How many hosts one NVLink domain of the profile holds (None without multi-node NVLink)."""
+    nvlink = profile.get("nvlink")
+    return nvlink["domain_gpus"] // profile["gpu"]["count"] if nvlink else None
 
 
 SRIOV_NIC_KINDS = ("connectx_ib", "connectx_roce")
@@ -465,10 +512,8 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
             f"profile name must be '<cloud>/<instance_type>', i.e. '{profile['cloud']}/{profile['instance_type']}'",
         )
     for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
-        where = f"{path}.bandwidth.thresholds[{index}]"
-        _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
-        if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
-            raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
+        _check_threshold(threshold, f"{path}.bandwidth.thresholds[{index}]", source)
+    _check_nvlink(profile, path, source)
     _check_sriov(profile, path, source)
     _check_interface_naming(profile, path, source)
     for tier in profile["tiers"].values():

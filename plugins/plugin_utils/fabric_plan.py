@@ -18,9 +18,11 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import tier_thresholds
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CLOUDS,
+    DEFAULT_ARCHITECTURE,
     INTERFACE_NAMINGS,
     TIERS,
     Catalog,
+    hosts_per_domain,
     with_net_ifnames_0,
 )
 
@@ -51,6 +53,7 @@ TEXT_VARS = {
     "gpufabric_tier": f"one of {', '.join(TIERS)}",
     "gpufabric_image": "a catalog image name such as gcp/ubuntu-accelerator-2204-amd64-with-nvidia-570",
     "gpufabric_interface_naming": f"one of {', '.join(INTERFACE_NAMINGS)}",
+    "gpufabric_nvlink_domain": "the id of the NVLink domain (NVL72 rack) the host belongs to",
 }
 _KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
 
@@ -144,6 +147,20 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
     }
 
 
+def nvlink_plan(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any] | None:
+    """The host's multi-node NVLink: its domain (host var gpufabric_nvlink_domain), the domain's size in GPUs and
+    hosts, and the thresholds of runs within one domain. None for a profile without multi-node NVLink."""
+    nvlink = profile.get("nvlink")
+    if nvlink is None:
+        return None
+    return {
+        "domain": hostvars.get("gpufabric_nvlink_domain") or None,
+        "domain_gpus": nvlink["domain_gpus"],
+        "hosts_per_domain": hosts_per_domain(profile),
+        "thresholds": copy.deepcopy(nvlink.get("thresholds") or []),
+    }
+
+
 def tier_bandwidth(profile: dict[str, Any], tier: str) -> dict[str, Any]:
     """The profile's bandwidth block with the thresholds the tier is judged by (none for a baseline tier)."""
     bandwidth = copy.deepcopy(profile["bandwidth"])
@@ -211,6 +228,8 @@ def plan_host(
             "bandwidth": {},
             "image": image,
             "interface_naming": interface_naming(hostvars, image)[0],
+            "architecture": None,
+            "nvlink": None,
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -230,6 +249,11 @@ def plan_host(
         warnings.append(f"{not_managed['reason']}: apply and drift leave this host alone (reported, not counted)")
     if unavailable:
         warnings.append(f"roles not written yet: {', '.join(unavailable)}; apply refuses to run them")
+    if "nvlink" not in profile and hostvars.get("gpufabric_nvlink_domain"):
+        warnings.append(
+            f"host var gpufabric_nvlink_domain {hostvars['gpufabric_nvlink_domain']!r} is set, but profile {name} "
+            "has no multi-node NVLink; the domain is ignored"
+        )
     return {
         "profile": name,
         "fabric": profile["fabric"],
@@ -249,6 +273,8 @@ def plan_host(
         # The image the host boots (gpufabric_image): the host-stack roles it names adopt its stack.
         "image": image,
         "interface_naming": naming,
+        "architecture": profile.get("architecture", DEFAULT_ARCHITECTURE),
+        "nvlink": nvlink_plan(profile, hostvars),
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,
