@@ -19,7 +19,9 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Ado
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import AptPin, PackagePin, PackageStep
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
-MIN_BRANCH = {"B200": 570, "H200": 550, "H100": 525, "A100": 450}
+# GB200 as B200 (R570 is Blackwell's first production branch; Azure/AI-benchmarking-guide runs ND GB200 v6 on
+# 570.133.20, and NCCL's multi-node NVLink needs 2.25.2, released with it). GB300: no public source names a branch.
+MIN_BRANCH = {"GB200": 570, "B200": 570, "H200": 550, "H100": 525, "A100": 450}
 # Fabric manager's package is branch-suffixed on Ubuntu/Debian up to this branch (exclusive).
 FM_UNSUFFIXED_FROM = 580
 # Branch from which NVIDIA's APT repositories carry nvidia-driver-pinning-<version>, the package that locks the whole
