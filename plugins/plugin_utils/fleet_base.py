@@ -39,6 +39,8 @@ class Instance:
     private_ip: str | None = None
     public_ip: str | None = None
     placement: str | None = None  # placement unit: placement group, compact policy, GPU cluster, cluster network
+    # Rack-scale NVLink (NVL72): the NVLink domain the cloud puts the instance in (OCI: its GPU memory fabric).
+    nvlink_domain: str | None = None
     tags: dict[str, str] = field(default_factory=dict)  # tags or labels; untrusted
     ids: dict[str, str] = field(default_factory=dict)  # further cloud ids (account, project, subscription, ...)
     extra: dict[str, Any] = field(default_factory=dict)  # source facts such as {"efa_interfaces": 32}

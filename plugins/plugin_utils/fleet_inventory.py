@@ -177,6 +177,9 @@ class InventoryBuilder:
             variables["gpufabric_fabric"] = fabric
         if profile is not None:
             variables["gpufabric_profile"] = profile
+        if instance.nvlink_domain:
+            # What `gpufabric plan` groups NVLink domains by (plugin_utils/nvlink_domains.py).
+            variables["gpufabric_nvlink_domain"] = _unsafe(instance.nvlink_domain)
         variables.update(instance.hints)  # the operator's own file: trusted, and it wins
         self.hostvars[name] = variables
         for group in self._groups(instance, profile, fabric):

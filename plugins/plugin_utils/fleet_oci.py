@@ -13,7 +13,10 @@ API calls per region, none of them per instance (each list is paginated with ``o
 - ListClusterNetworks, then ListClusterNetworkInstances once per cluster network: the RDMA cluster network of
   each instance;
 - ListComputeClusters, then ListInstances filtered by compute cluster once per compute cluster: the RDMA compute
-  cluster of instances launched into one (the Instance resource does not carry its compute cluster).
+  cluster of instances launched into one (the Instance resource does not carry its compute cluster);
+- ListComputeGpuMemoryClusters, then ListComputeGpuMemoryClusterInstances once per GPU memory cluster, only in a
+  region with a rack-scale shape (BM.GPU.GB200.4, BM.GPU.GB300.4): the GPU memory fabric (NVL72 rack) of each
+  instance, its NVLink domain (host variable gpufabric_nvlink_domain).
 
 A region with no instance in the compartment costs one call. Instances of sub-compartments are not listed: give
 each compartment as its own source.
@@ -21,6 +24,7 @@ each compartment as its own source.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +63,13 @@ POLICIES = {
     "ListClusterNetworks": ("read compute-management-family",),
     "ListClusterNetworkInstances": ("read compute-management-family",),
     "ListComputeClusters": ("read compute-clusters",),
+    "ListComputeGpuMemoryClusters": ("read compute-gpu-memory-clusters",),
+    "ListComputeGpuMemoryClusterInstances": ("read compute-gpu-memory-clusters",),
 }
+# Shapes with rack-scale NVLink (BM.GPU.GB200.4, BM.GPU.GB200-v2.4, BM.GPU.GB300.4, ...): their NVLink domain is the
+# GPU memory fabric (one NVL72 rack) of the GPU memory cluster they run in (docs.oracle.com, "GPU Memory Cluster and
+# Memory Fabric"). Only a region with such an instance is asked for GPU memory clusters.
+RACK_SCALE_SHAPE = re.compile(r"^BM\.GPU\.GB\d00")
 
 
 @dataclass
@@ -244,8 +254,12 @@ def _region_instances(api: _RegionApi) -> Iterator[Instance]:
         return
     addresses = _addresses(api, instances)
     placements = _placements(api)
+    rack_scale = any(RACK_SCALE_SHAPE.match(instance.shape or "") for instance in instances)
+    domains = _nvlink_domains(api) if rack_scale else {}
     for instance in instances:
-        yield _instance_record(instance, api.region, addresses, placements.get(instance.id, {}))
+        yield _instance_record(
+            instance, api.region, addresses, placements.get(instance.id, {}), domains.get(instance.id)
+        )
 
 
 def _addresses(api: _RegionApi, instances: list[Any]) -> _Addresses:
@@ -300,10 +314,23 @@ def _placements(api: _RegionApi) -> dict[str, dict[str, str]]:
     return placements
 
 
+def _nvlink_domains(api: _RegionApi) -> dict[str, str]:
+    """Instance OCID -> the GPU memory fabric of the GPU memory cluster it is in: its NVLink domain."""
+    domains: dict[str, str] = {}
+    for cluster in api.list(api.compute.list_compute_gpu_memory_clusters, api.compartment_id):
+        if cluster.lifecycle_state in ("DELETING", "DELETED") or not cluster.gpu_memory_fabric_id:
+            continue
+        for member in api.list(api.compute.list_compute_gpu_memory_cluster_instances, cluster.id):
+            domains[member.id] = cluster.gpu_memory_fabric_id
+    return domains
+
+
 # --- records -------------------------------------------------------------------------------------------------------
 
 
-def _instance_record(instance: Any, region: str, addresses: _Addresses, placement: dict[str, str]) -> Instance:
+def _instance_record(
+    instance: Any, region: str, addresses: _Addresses, placement: dict[str, str], nvlink_domain: str | None
+) -> Instance:
     attachment = addresses.primary_vnic.get(instance.id)
     private = addresses.private_ip.get(attachment.vnic_id) if attachment else None
     extra: dict[str, Any] = {
@@ -325,6 +352,7 @@ def _instance_record(instance: Any, region: str, addresses: _Addresses, placemen
         public_ip=addresses.public_ip.get(private.id) if private else None,
         # The cluster network (instance pools) or compute cluster is the RDMA fabric domain.
         placement=placement.get("cluster_network_id") or placement.get("compute_cluster_id"),
+        nvlink_domain=nvlink_domain,
         tags=_tags(instance.freeform_tags, instance.defined_tags),
         ids={"compartment_id": instance.compartment_id, "instance_ocid": instance.id},
         extra={key: value for key, value in extra.items() if value is not None},

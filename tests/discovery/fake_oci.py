@@ -11,6 +11,8 @@ documented camelCase JSON and ``opc-next-page`` pagination, from an in-memory fl
     GET /20160918/clusterNetworks?compartmentId=..                                        -> [ClusterNetworkSummary]
     GET /20160918/clusterNetworks/{id}/instances?compartmentId=..                         -> [InstanceSummary]
     GET /20160918/computeClusters?compartmentId=..                                        -> ComputeClusterCollection
+    GET /20160918/computeGpuMemoryClusters?compartmentId=..                      -> ComputeGpuMemoryClusterCollection
+    GET /20160918/computeGpuMemoryClusters/{id}/instances          -> ComputeGpuMemoryClusterInstanceCollection
 
 Several regions share one server: a leading path segment names the region (``/us-ashburn-1/20160918/...``, the
 source's endpoint being ``http://127.0.0.1:PORT/{region}``). Errors have OCI's shape, ``{"code", "message"}``.
@@ -54,6 +56,8 @@ class Region:
     cluster_network_members: dict[str, list[str]] = field(default_factory=dict)  # cluster network id -> instance ids
     compute_clusters: list[dict[str, Any]] = field(default_factory=list)
     compute_cluster_members: dict[str, list[str]] = field(default_factory=dict)  # compute cluster id -> instance ids
+    gpu_memory_clusters: list[dict[str, Any]] = field(default_factory=list)
+    gpu_memory_cluster_members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # id -> instance summaries
 
 
 class FakeFleet:
@@ -104,6 +108,28 @@ class FakeFleet:
         self.region(region).compute_cluster_members[cluster_id] = []
         return cluster_id
 
+    def add_gpu_memory_cluster(self, region: str, compartment_id: str, availability_domain: str) -> tuple[str, str]:
+        """A GPU memory cluster on a GPU memory fabric of its own (one NVL72 rack): (cluster id, fabric id)."""
+        cluster_id = self.ocid("computegpumemorycluster", region)
+        fabric_id = self.ocid("computegpumemoryfabric", region)
+        self.region(region).gpu_memory_clusters.append(
+            {
+                "id": cluster_id,
+                "compartmentId": compartment_id,
+                "availabilityDomain": availability_domain,
+                "gpuMemoryFabricId": fabric_id,
+                "size": 0,
+                "displayName": f"gmc-{cluster_id[-6:]}",
+                "lifecycleState": "ACTIVE",
+                "timeCreated": CREATED,
+                "freeformTags": {},
+                "definedTags": {},
+                "systemTags": {},
+            }
+        )
+        self.region(region).gpu_memory_cluster_members[cluster_id] = []
+        return cluster_id, fabric_id
+
     def add_instance(
         self,
         region: str,
@@ -120,6 +146,7 @@ class FakeFleet:
         secondary_vnic_ips: tuple[str, ...] = (),
         cluster_network_id: str | None = None,
         compute_cluster_id: str | None = None,
+        gpu_memory_cluster_id: str | None = None,
         freeform_tags: dict[str, str] | None = None,
         defined_tags: dict[str, dict[str, Any]] | None = None,
     ) -> str:
@@ -172,6 +199,20 @@ class FakeFleet:
             records.cluster_network_members[cluster_network_id].append(instance_id)
         if compute_cluster_id:
             records.compute_cluster_members[compute_cluster_id].append(instance_id)
+        if gpu_memory_cluster_id:
+            records.gpu_memory_cluster_members[gpu_memory_cluster_id].append(
+                {
+                    "id": instance_id,
+                    "compartmentId": compartment_id,
+                    "availabilityDomain": availability_domain,
+                    "faultDomain": "FAULT-DOMAIN-1",
+                    "region": region,
+                    "instanceShape": shape,
+                    "lifecycleState": state,
+                    "displayName": name,
+                    "timeCreated": CREATED,
+                }
+            )
         return instance_id
 
     def _add_vnic(
@@ -323,11 +364,12 @@ class FakeOci:
         size = min(int(query.get("limit", self.page_size)), self.page_size)
         page = items[start : start + size]
         headers = {"opc-next-page": str(start + size)} if start + size < len(items) else {}
-        body: Any = {"items": page} if resource == "computeClusters" else page
+        collections = ("computeClusters", "computeGpuMemoryClusters", "computeGpuMemoryClusterInstances")
+        body: Any = {"items": page} if resource in collections else page
         return 200, body, headers
 
 
-# /[region/]20160918/<resource>, or /[region/]20160918/clusterNetworks/<id>/instances; anything else (such as a
+# /[region/]20160918/<resource>, or /[region/]20160918/{clusterNetworks,computeGpuMemoryClusters}/<id>/instances; anything else (such as a
 # GET of one instance or VNIC, which the source must never need) is routed to "other".
 ROUTE = re.compile(
     rf"^/(?:(?P<region>[a-z0-9-]+)/)?{API_VERSION}/(?P<resource>[A-Za-z]+)(?:/(?P<id>[^/]+)/instances)?$"
@@ -335,14 +377,15 @@ ROUTE = re.compile(
 
 
 def _route(path: str) -> tuple[str | None, str, str | None]:
-    """(region, resource, cluster network id) of a request path."""
+    """(region, resource, cluster network or GPU memory cluster id) of a request path."""
     match = ROUTE.match(path)
     if not match:
         return None, "other", None
     if match["id"]:
-        if match["resource"] != "clusterNetworks":
+        members = {"clusterNetworks": "clusterNetworkInstances", "computeGpuMemoryClusters": "computeGpuMemoryClusterInstances"}
+        if match["resource"] not in members:
             return match["region"], "other", None
-        return match["region"], "clusterNetworkInstances", match["id"]
+        return match["region"], members[match["resource"]], match["id"]
     return match["region"], match["resource"], None
 
 
@@ -360,7 +403,10 @@ def _select(
             if ip["subnetId"] == query.get("subnetId", ip["subnetId"])
             and ip["vnicId"] == query.get("vnicId", ip["vnicId"])
         ]
+    if resource == "computeGpuMemoryClusterInstances":  # by cluster id alone, as the API takes it
+        return list(region.gpu_memory_cluster_members.get(cluster_network_id or "", []))
     if resource not in (
+        "computeGpuMemoryClusters",
         "instances",
         "vnicAttachments",
         "publicIps",
@@ -396,6 +442,8 @@ def _select(
         ]
     if resource == "clusterNetworks":
         return in_compartment(region.cluster_networks)
+    if resource == "computeGpuMemoryClusters":
+        return in_compartment(region.gpu_memory_clusters)
     if resource == "clusterNetworkInstances":
         members = set(region.cluster_network_members.get(cluster_network_id or "", []))
         return [_instance_summary(i) for i in in_compartment(region.instances) if i["id"] in members]

@@ -164,6 +164,45 @@ def test_every_instance_of_the_compartment_in_every_region(mixed_fleet):
     assert found["fra-cpu"].state == fleet_base.PENDING
 
 
+def test_rack_scale_hosts_carry_their_gpu_memory_fabric_as_nvlink_domain():
+    """BM.GPU.GB200.4 hosts in GPU memory clusters: each names the cluster's GPU memory fabric (its NVL72 rack);
+    a region without a rack-scale shape is never asked for GPU memory clusters."""
+    fleet = FakeFleet()
+    region = "us-ashburn-1"
+    subnet = fleet.ocid("subnet", region)
+    rack_a, fabric_a = fleet.add_gpu_memory_cluster(region, COMPARTMENT, ASHBURN_AD1)
+    rack_b, fabric_b = fleet.add_gpu_memory_cluster(region, COMPARTMENT, ASHBURN_AD1)
+    for index, cluster in enumerate((rack_a, rack_a, rack_b)):
+        fleet.add_instance(
+            region, COMPARTMENT, name=f"gb-{index}", shape="BM.GPU.GB200.4", availability_domain=ASHBURN_AD1,
+            private_ip=f"10.0.2.{index}", subnet_id=subnet, gpu_memory_cluster_id=cluster,
+        )  # fmt: skip
+    fleet.add_instance(
+        region, COMPARTMENT, name="gb-loose", shape="BM.GPU.GB200.4", availability_domain=ASHBURN_AD1,
+        private_ip="10.0.2.9", subnet_id=subnet,
+    )  # fmt: skip
+    with FakeOci(fleet) as fake:
+        found = by_name(source(fake.endpoint).instances())
+        assert fake.requests["computeGpuMemoryClusters"] == 1
+        assert fake.requests["computeGpuMemoryClusterInstances"] == 2  # one per cluster, none per instance
+    assert [found[f"gb-{index}"].nvlink_domain for index in range(3)] == [fabric_a, fabric_a, fabric_b]
+    assert found["gb-loose"].nvlink_domain is None
+
+    catalog = plugin_utils("fabric_catalog").load_catalog()
+    inventory, _warnings = plugin_utils("fleet_inventory").build(list(found.values()), catalog)
+    hostvars = inventory["_meta"]["hostvars"]
+    assert hostvars["gb-0"]["gpufabric_nvlink_domain"] == fabric_a
+    assert "gpufabric_nvlink_domain" not in hostvars["gb-loose"]
+
+
+def test_a_region_without_rack_scale_shapes_lists_no_gpu_memory_clusters(mixed_fleet):
+    with FakeOci(mixed_fleet) as fake:
+        fake.deny("computeGpuMemoryClusters")
+        found = by_name(source(fake.endpoint).instances())
+        assert fake.requests["computeGpuMemoryClusters"] == 0
+    assert found["gpu-a"].nvlink_domain is None
+
+
 def test_pagination_over_thousands_of_instances_costs_calls_per_page(monkeypatch):
     region, count, page = "us-ashburn-1", 3000, 100
     fleet = FakeFleet()
