@@ -3,7 +3,8 @@
 
 One ``instances.aggregatedList`` call per page and project lists every zone at once; compact
 placement policies are resolved with one ``resourcePolicies.aggregatedList`` per project, and only
-for projects where some instance carries a resource policy. No call is made per instance.
+for projects where some instance carries a resource policy. No call is made per instance. A rack-scale VM
+(A4X) carries its NVLink domain, its sub-block, in its own resourceStatus.physicalHostTopology.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base impor
 )
 
 CLOUD = "gcp"
+# Rack-scale NVLink machine types (A4X: GB200 NVL72, A4X Max: GB300 NVL72): the 18 VMs of one sub-block share an
+# NVLink domain (cluster-toolkit's A4X blueprints place them with gpu_topology 1x72, one sub-block).
+RACK_SCALE_PREFIX = "a4x-"
 DEFAULT_ENDPOINT = "https://compute.googleapis.com"
 READ_ONLY_SCOPE = "https://www.googleapis.com/auth/compute.readonly"
 LIST_INSTANCES = "compute.instances.list"
@@ -215,18 +219,20 @@ def _is_compact(policy: Any) -> bool:
 def _to_instance(raw: Any, project: str, placement: str | None) -> Instance:
     zone = _last_segment(raw.zone)
     nics = list(raw.network_interfaces)
+    machine_type = _last_segment(raw.machine_type)
     first_nic = nics[0] if nics else None
     return Instance(
         cloud=CLOUD,
         instance_id=str(raw.id),
         name=raw.name,
-        instance_type=_last_segment(raw.machine_type),
+        instance_type=machine_type,
         state=STATES.get(raw.status, OTHER),
         region=zone.rsplit("-", 1)[0] if zone else None,
         zone=zone or None,
         private_ip=(first_nic.network_i_p or None) if first_nic else None,
         public_ip=_public_ip(first_nic),
         placement=placement,
+        nvlink_domain=_subblock(raw) if machine_type.startswith(RACK_SCALE_PREFIX) else None,
         tags=dict(raw.labels),
         ids={"project": project, "instance_id": str(raw.id)},
         extra={
@@ -236,6 +242,14 @@ def _to_instance(raw: Any, project: str, placement: str | None) -> Instance:
             "network_interfaces": len(nics),
         },
     )
+
+
+def _subblock(raw: Any) -> str | None:
+    """cluster/block/subblock of the host the VM runs on (resourceStatus.physicalHostTopology), or None."""
+    topology = raw.resource_status.physical_host_topology
+    if not topology.subblock:
+        return None
+    return "/".join((topology.cluster, topology.block, topology.subblock))
 
 
 def _public_ip(nic: Any) -> str | None:

@@ -52,6 +52,7 @@ def instance(
     mrdma_nics: int = 0,
     labels: dict[str, str] | None = None,
     policies: list[str] | None = None,
+    topology: tuple[str, str, str, str] | None = None,
 ) -> dict[str, Any]:
     """One instance resource as instances.aggregatedList returns it (the fields the source reads, and a few more)."""
     nics: list[dict[str, Any]] = []
@@ -86,6 +87,12 @@ def instance(
         "selfLink": f"{API}/projects/{project}/zones/{zone}/instances/{name}",
         "labels": labels or {},
     }
+    if topology:  # (cluster, block, subblock, host) of the physical host
+        cluster, block, subblock, host = topology
+        resource["resourceStatus"] = {
+            "physicalHost": f"/{block}/{subblock}/{host}",
+            "physicalHostTopology": {"cluster": cluster, "block": block, "subblock": subblock, "host": host},
+        }
     if policies:
         resource["resourcePolicies"] = [
             f"{API}/projects/{project}/regions/{region}/resourcePolicies/{p}" for p in policies

@@ -159,6 +159,23 @@ def test_lists_every_instance_of_every_project_and_zone_with_its_facts():
     }
 
 
+def test_a4x_vms_carry_their_sub_block_as_nvlink_domain():
+    """A4X (GB200 NVL72): the sub-block of resourceStatus.physicalHostTopology is the NVLink domain; an a3-ultra VM
+    with a physical topology gets none (it has no multi-node NVLink)."""
+    rack = ("cl-1", "blk-7", "sb-3", "")
+    vms = [
+        instance(f"a4x-{i}", "us-central1-a", "a4x-highgpu-4g", instance_id=300 + i, topology=(*rack[:3], f"h{i}"))
+        for i in range(2)
+    ]
+    vms.append(instance("a4x-loose", "us-central1-a", "a4x-highgpu-4g", instance_id=310))
+    vms.append(instance("a3u-1", "us-central1-a", "a3-ultragpu-8g", instance_id=311, topology=("cl-1", "b", "s", "h")))
+    with FakeGcp(instances={"proj-a": vms}).serve() as server:
+        found = by_name(source(server.endpoint, projects=["proj-a"]).instances())
+    assert found["a4x-0"].nvlink_domain == found["a4x-1"].nvlink_domain == "cl-1/blk-7/sb-3"
+    assert found["a4x-loose"].nvlink_domain is None
+    assert found["a3u-1"].nvlink_domain is None
+
+
 def test_states_are_normalised():
     with small_fleet().serve() as server:
         found = by_name(source(server.endpoint, projects=["proj-a", "proj-b"]).instances())

@@ -13,6 +13,7 @@ import yaml
 RACK_SCALE = (
     "azure/Standard_ND128isr_NDR_GB200_v6",
     "azure/Standard_ND128isr_GB300_v6",
+    "gcp/a4x-highgpu-4g",
     "oci/BM.GPU.GB200.4",
     "baremetal/gb200-nvl72-ib-ndr",
 )
