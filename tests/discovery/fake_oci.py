@@ -57,7 +57,8 @@ class Region:
     compute_clusters: list[dict[str, Any]] = field(default_factory=list)
     compute_cluster_members: dict[str, list[str]] = field(default_factory=dict)  # compute cluster id -> instance ids
     gpu_memory_clusters: list[dict[str, Any]] = field(default_factory=list)
-    gpu_memory_cluster_members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # id -> instance summaries
+    # GPU memory cluster id -> the summaries of its instances
+    gpu_memory_cluster_members: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class FakeFleet:
@@ -369,8 +370,8 @@ class FakeOci:
         return 200, body, headers
 
 
-# /[region/]20160918/<resource>, or /[region/]20160918/{clusterNetworks,computeGpuMemoryClusters}/<id>/instances; anything else (such as a
-# GET of one instance or VNIC, which the source must never need) is routed to "other".
+# /[region/]20160918/<resource>, or /[region/]20160918/<clusterNetworks|computeGpuMemoryClusters>/<id>/instances;
+# anything else (such as a GET of one instance or VNIC, which the source must never need) is routed to "other".
 ROUTE = re.compile(
     rf"^/(?:(?P<region>[a-z0-9-]+)/)?{API_VERSION}/(?P<resource>[A-Za-z]+)(?:/(?P<id>[^/]+)/instances)?$"
 )
@@ -382,7 +383,10 @@ def _route(path: str) -> tuple[str | None, str, str | None]:
     if not match:
         return None, "other", None
     if match["id"]:
-        members = {"clusterNetworks": "clusterNetworkInstances", "computeGpuMemoryClusters": "computeGpuMemoryClusterInstances"}
+        members = {
+            "clusterNetworks": "clusterNetworkInstances",
+            "computeGpuMemoryClusters": "computeGpuMemoryClusterInstances",
+        }
         if match["resource"] not in members:
             return match["region"], "other", None
         return match["region"], members[match["resource"]], match["id"]

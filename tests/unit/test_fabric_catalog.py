@@ -218,7 +218,8 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "12 is not a multiple of gpu.count 8 above it; accepted: the GPUs of two or more whole hosts",
         ),
         (
-            "profiles:\n  gcp/a3-megagpu-8g:\n    nvlink: {domain_gpus: 16, source: x, thresholds: [{collective: all_reduce}]}\n",
+            "profiles:\n  gcp/a3-megagpu-8g:\n"
+            "    nvlink: {domain_gpus: 16, source: x, thresholds: [{collective: all_reduce}]}\n",
             "profiles.gcp/a3-megagpu-8g.nvlink.thresholds[0].min_nodes",
             "missing required key",
         ),

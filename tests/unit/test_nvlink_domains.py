@@ -12,8 +12,11 @@ NVL72 = "gcp/a4x-highgpu-4g"
 
 def host(domain: str | None = None, profile: str = NVL72, hosts_per_domain: int | None = 18) -> dict:
     """A host plan as fabric_plan.plan_host makes it, reduced to what the grouping reads."""
-    nvlink = None if hosts_per_domain is None else {"domain": domain, "domain_gpus": 4 * hosts_per_domain,
-                                                    "hosts_per_domain": hosts_per_domain}
+    nvlink = (
+        None
+        if hosts_per_domain is None
+        else {"domain": domain, "domain_gpus": 4 * hosts_per_domain, "hosts_per_domain": hosts_per_domain}
+    )
     return {"profile": profile, "gpus": {"count": 4}, "nvlink": nvlink, "unmanaged": None}
 
 
