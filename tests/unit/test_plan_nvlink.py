@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 RACK_SCALE = (
+    "aws/p6e-gb200.36xlarge",
     "azure/Standard_ND128isr_NDR_GB200_v6",
     "azure/Standard_ND128isr_GB300_v6",
     "gcp/a4x-highgpu-4g",
