@@ -24,6 +24,11 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain imp
 MIN_BRANCH = {"GB200": 570, "B200": 570, "H200": 550, "H100": 525, "A100": 450}
 # Fabric manager's package is branch-suffixed on Ubuntu/Debian up to this branch (exclusive).
 FM_UNSUFFIXED_FROM = 580
+# IMEX (multi-node NVLink, GB200/GB300 NVL72) is packaged from branch 550, as nvidia-imex-<branch> before 580 and
+# nvidia-imex from 580, at the driver's version with revision -1 (NVIDIA's driver-container install scripts:
+# "nvidia-imex=${DRIVER_VERSION}-1" from 580, "nvidia-imex-${DRIVER_BRANCH}=${DRIVER_VERSION}-1" from 550).
+IMEX_FROM = 550
+IMEX_UNSUFFIXED_FROM = 580
 # Branch from which NVIDIA's APT repositories carry nvidia-driver-pinning-<version>, the package that locks the whole
 # driver set (pinning only nvidia-open/cuda-drivers lets their >= dependencies float). Source: NVIDIA Driver
 # Installation Guide r580+, "Version locking packages for Ubuntu / Debian" (docs.nvidia.com/datacenter/tesla/
@@ -168,6 +173,24 @@ def fabricmanager_package(branch: str, distribution: str) -> str:
     return "nvidia-fabric-manager" if fam == "redhat" else f"nvidia-fabricmanager-{branch}"
 
 
+def imex_package(source: str, branch: str, distribution: str) -> str:
+    """IMEX's package name: nvidia-imex from branch 580 in NVIDIA's repositories, else nvidia-imex-<branch> (as
+    Ubuntu's own archive names every branch's). Raises ValueError where no IMEX package exists."""
+    if int(branch) < IMEX_FROM:
+        raise ValueError(
+            f"nvidia_driver_imex needs driver branch {IMEX_FROM} or newer (IMEX's first); nvidia_driver_branch is "
+            f"'{branch}'; accepted: {IMEX_FROM} or newer, or nvidia_driver_imex false"
+        )
+    if source == "distro" and family(distribution) != "ubuntu":
+        raise ValueError(
+            f"nvidia_driver_imex with nvidia_driver_source 'distro' needs Ubuntu ({distribution} does not package "
+            "IMEX); accepted: nvidia_driver_source 'cuda_repo'"
+        )
+    if source == "cuda_repo" and int(branch) >= IMEX_UNSUFFIXED_FROM:
+        return "nvidia-imex"
+    return f"nvidia-imex-{branch}"
+
+
 def driver_packages(source: str, distribution: str, branch: str, kernel_modules: str) -> list[str]:
     """Packages pinned at the driver version, for a source, distribution, branch and module flavour."""
     fam = family(distribution)
@@ -241,8 +264,9 @@ class NvidiaDriverPlan(TypedDict):
     family: str  # debian, ubuntu or redhat
     packages: list[str]  # the driver's packages
     fabricmanager_package: str | None
+    imex_package: str | None  # IMEX (rack-scale NVLink), at the driver version like fabric manager
     pinning_package: str | None  # nvidia-driver-pinning-<version> (branch 580 on, NVIDIA's APT repositories)
-    pinned: list[str]  # the packages pinned at the driver version: the driver's and fabric manager's
+    pinned: list[str]  # the packages pinned at the driver version: the driver's, fabric manager's and IMEX's
     versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
     upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
     kernel_headers: list[str]  # linux-headers-<release> installed before the DKMS build
@@ -274,6 +298,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "family": "",
         "packages": [],
         "fabricmanager_package": None,
+        "imex_package": None,
         "pinning_package": None,
         "pinned": [],
         "versions": {},
@@ -315,6 +340,7 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     version = str(settings.get("version", ""))
     gpu_model = str(settings.get("gpu_model") or "")
     fabric_manager = bool(settings.get("fabric_manager", False))
+    imex = bool(settings.get("imex", False))
     distribution = str(facts.get("distribution", ""))
     mode = str(settings.get("mode") or "install")
     _check(adopt.mode_error(mode, MODE_VARIABLE))
@@ -358,9 +384,12 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         )
     packages = driver_packages(source, distribution, branch, kernel_modules)
     fm = fabricmanager_package(branch, distribution) if fabric_manager else None
+    imex_pkg = imex_package(source, branch, distribution) if imex else None
     pinning = pinning_package(source, distribution, branch, version)
     driver_version, fm_version = package_versions(source, distribution, version)
-    versions = dict.fromkeys(packages, driver_version) | ({fm: fm_version} if fm else {})
+    # IMEX's version is fabric manager's form: the driver's upstream version with revision -1.
+    own = [name for name in (fm, imex_pkg) if name]
+    versions = dict.fromkeys(packages, driver_version) | dict.fromkeys(own, fm_version)
     extras = settings.get("extra_packages") or {}
     if not isinstance(extras, dict):
         raise ValueError(
@@ -401,8 +430,9 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "family": fam,
         "packages": packages,
         "fabricmanager_package": fm,
+        "imex_package": imex_pkg,
         "pinning_package": pinning,
-        "pinned": packages + ([fm] if fm else []),
+        "pinned": packages + own,
         "versions": {**{package["name"]: "" for package in first}, **versions},
         "upstream_version": upstream_version(version),
         "kernel_headers": headers,
@@ -414,7 +444,7 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "apt_pins": [],
         "adopt": adopt.adoption(),
     }
-    return install if mode == "install" else _adopt(settings, facts, install, fm, extras)
+    return install if mode == "install" else _adopt(settings, facts, install, fm, imex_pkg, extras)
 
 
 def _cuda_source(
@@ -433,7 +463,12 @@ def _cuda_source(
 
 
 def _adopt(
-    settings: dict[str, Any], facts: dict[str, Any], install: dict[str, Any], fm: str | None, extras: dict[Any, Any]
+    settings: dict[str, Any],
+    facts: dict[str, Any],
+    install: dict[str, Any],
+    fm: str | None,
+    imex_pkg: str | None,
+    extras: dict[Any, Any],
 ) -> dict[str, Any]:
     """Adopt mode: the install plan when the image ships no driver; else the image's driver accepted (held at its
     installed versions, only what it lacks installed) or refused (Refused, naming the package and the way out)."""
@@ -507,7 +542,9 @@ def _adopt(
     # The profile's own packages on top of the image's set (fabric manager, nvidia_driver_extra_packages) have a step
     # and a preferences file of their own, whether the image has them (adopted at their installed version) or lacks
     # them (installed): the run after the one that installed them plans the same files and holds (idempotent).
-    own = ({fm: ""} if fm else {}) | {str(extra): str(pin or "") for extra, pin in extras.items()}
+    own = dict.fromkeys([name for name in (fm, imex_pkg) if name], "") | {
+        str(extra): str(pin or "") for extra, pin in extras.items()
+    }
     adopted: dict[str, str] = {}
     wanted: dict[str, str] = {}
     any_fabricmanager = any(re.fullmatch(FABRICMANAGER, package) for package in installed)
@@ -532,6 +569,7 @@ def _adopt(
     result = install | {
         "packages": sorted(shipped_set),
         "fabricmanager_package": fm,
+        "imex_package": imex_pkg,
         "pinning_package": None,
         "pinned": sorted(shipped_set) + list(own),
         "upstream_version": shipped,
@@ -545,7 +583,10 @@ def _adopt(
         # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution, from
         # the CUDA repository lowered for everything else.
         driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
-        wanted = {package: pin or (fm_version if package == fm else driver_version) for package, pin in wanted.items()}
+        wanted = {
+            package: pin or (fm_version if package in (fm, imex_pkg) else driver_version)
+            for package, pin in wanted.items()
+        }
         url, key_url, keys, repositories = _cuda_source(settings, facts)
         pin = str(settings.get("cuda_repo_pin") or "") or supply_chain.origin_pin(url)
         if not pin:

@@ -341,3 +341,15 @@ def test_the_gcp_like_image_carries_the_set_these_tests_adopt():
     assert {package["name"]: package["version"] for package in spec["packages"]} == GCP_LIKE
     assert all("TEST DOUBLE" in package["description"] for package in spec["packages"])
     assert not any(re.fullmatch(nd.FABRICMANAGER, package["name"]) for package in spec["packages"])
+
+
+def test_imex_shipped_is_adopted_and_missing_imex_installed_at_the_drivers_version():
+    """IMEX is the profile's own package like fabric manager: an image that ships it at the driver's version keeps
+    it (held), one that lacks it gets it from the CUDA repository at the shipped driver's version."""
+    lacking = plan(GCP_LIKE, imex=True)
+    assert lacking["errors"] == []
+    assert "nvidia-imex-570" in lacking["adopt"]["missing"]
+    assert names(lacking["supply"][-1])["nvidia-imex-570"] == "570.195.03-1"
+    shipped = plan(GCP_LIKE | {"nvidia-imex-570": "570.195.03-1"}, imex=True)
+    assert shipped["errors"] == [] and "nvidia-imex-570" not in shipped["adopt"]["missing"]
+    assert "nvidia-imex-570" in shipped["pinned"]

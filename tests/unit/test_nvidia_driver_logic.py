@@ -421,3 +421,54 @@ def test_a_revision_given_pins_the_driver_packages_fabric_manager_matches_upstre
         "nvidia-dkms-570-open": "570.133.20-1ubuntu1",
         "nvidia-fabricmanager-570": "570.133.20-1",
     }
+
+
+@pytest.mark.parametrize(
+    ("source", "branch", "distribution", "expected"),
+    [
+        ("cuda_repo", "570", "Ubuntu", "nvidia-imex-570"),
+        ("cuda_repo", "580", "Ubuntu", "nvidia-imex"),
+        ("cuda_repo", "595", "Debian", "nvidia-imex"),
+        ("cuda_repo", "570", "Rocky", "nvidia-imex-570"),
+        ("cuda_repo", "580", "RedHat", "nvidia-imex"),
+        # Ubuntu's own archive suffixes every branch (nvidia-imex-570, nvidia-imex-595 in noble).
+        ("distro", "580", "Ubuntu", "nvidia-imex-580"),
+    ],
+)
+def test_imex_package_by_source_branch_and_os(source, branch, distribution, expected):
+    assert nd.imex_package(source, branch, distribution) == expected
+
+
+def test_imex_is_pinned_and_held_at_the_driver_version_like_fabric_manager():
+    """GB200 on Ubuntu 24.04 arm64 (Azure's GB image: driver 580.126.20, IMEX 580.126.20-1), from the sbsa repository."""
+    result = run(
+        **(BASE | {"branch": "580", "version": "580.126.20", "architecture": "aarch64"}),
+        gpu_model="GB200-186GB",
+        imex=True,
+    )
+    assert result["errors"] == []
+    assert result["imex_package"] == "nvidia-imex"
+    assert result["pinned"] == ["nvidia-open", "nvidia-imex"]
+    assert result["versions"]["nvidia-imex"] == "580.126.20-1"
+    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/ubuntu2404/sbsa/"
+    driver_step = result["supply"][-1]
+    assert {package["name"]: package["hold"] for package in driver_step["packages"]}["nvidia-imex"] is True
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        (
+            {"branch": "535", "version": "535.261.03-1"},
+            "nvidia_driver_imex needs driver branch 550 or newer (IMEX's first); nvidia_driver_branch is '535'",
+        ),
+        (
+            {"source": "distro", "distribution": "Debian", "version": "570.133.20-1"},
+            "nvidia_driver_imex with nvidia_driver_source 'distro' needs Ubuntu (Debian does not package IMEX)",
+        ),
+    ],
+)
+def test_imex_where_no_package_exists_is_one_error(changes, needle):
+    # An H100 model, so that the GB200 driver floor (570) is not the error found first.
+    (error,) = run(**(BASE | changes), gpu_model="H100-SXM-80GB", imex=True)["errors"]
+    assert needle in error
