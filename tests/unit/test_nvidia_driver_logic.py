@@ -440,7 +440,7 @@ def test_imex_package_by_source_branch_and_os(source, branch, distribution, expe
 
 
 def test_imex_is_pinned_and_held_at_the_driver_version_like_fabric_manager():
-    """GB200 on Ubuntu 24.04 arm64 (Azure's GB image: driver 580.126.20, IMEX 580.126.20-1), from the sbsa repository."""
+    """GB200 on Ubuntu 24.04 arm64 (Azure: driver 580.126.20, IMEX 580.126.20-1), from the sbsa repository."""
     result = run(
         **(BASE | {"branch": "580", "version": "580.126.20", "architecture": "aarch64"}),
         gpu_model="GB200-186GB",
