@@ -45,7 +45,7 @@ def test_plan_groups_the_sample_nvl72_fleet_into_its_domains(gpufabric):
     host = plan["hosts"]["ndgb200-r0-00"]
     assert host["architecture"] == "arm64"
     assert host["nvlink"]["domain"] == "azure-rack0"
-    assert "imex" in host["roles_unavailable"]
+    assert "imex" in host["roles"] and host["roles_unavailable"] == []
     steps = host["supply"]["roles"]["nvidia_driver"]
     urls = {uri for step in steps for repo in step["repositories"] for uri in repo["uris"]}
     assert "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/" in urls
