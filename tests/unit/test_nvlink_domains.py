@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from gpufabric.collection import plugin_utils
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from gpufabric.collection import _import_plugins, plugin_utils
 
 nvlink_domains = plugin_utils("nvlink_domains")
 
@@ -71,3 +74,17 @@ def test_an_nvlink_host_without_a_domain_is_an_error():
 def test_hosts_left_alone_take_no_part():
     plan = host(None) | {"unmanaged": {"code": "excluded", "reason": "excluded on purpose"}}
     assert nvlink_domains.group({"h": plan}) == {"domains": {}, "findings": []}
+
+
+def test_nvlink_members_lists_each_domains_addresses_from_the_whole_inventory():
+    """The imex role's nodes: every inventory host naming a domain, by ansible_host or name, in host-name order."""
+    nvlink_members = _import_plugins("filter", "nvlink_members").nvlink_members
+    hostvars = {
+        "gb-b": {"gpufabric_nvlink_domain": "rack0", "ansible_host": "10.0.0.2"},
+        "gb-a": {"gpufabric_nvlink_domain": "rack0"},
+        "gb-c": {"gpufabric_nvlink_domain": "rack1", "ansible_host": "10.0.1.1"},
+        "h100": {"ansible_host": "10.0.9.9"},
+    }
+    assert nvlink_members(list(hostvars), hostvars) == {"rack0": ["gb-a", "10.0.0.2"], "rack1": ["10.0.1.1"]}
+    with pytest.raises(AnsibleFilterError, match="must be a list of host names, got str"):
+        nvlink_members("gb-a", hostvars)
