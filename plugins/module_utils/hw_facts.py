@@ -47,6 +47,8 @@ GPU_MODELS = {
     "10de:2331": "H100",  # H100 PCIe
     "10de:2335": "H200",  # H200 SXM 141GB
     "10de:2901": "B200",
+    # GB200's Blackwell GPU: NVIDIA's mig-parted device filter 0x294110DE, lspci on a GB200 compute tray.
+    "10de:2941": "GB200",
 }
 KIND_BY_VENDOR = {"1ae0": "gvnic", "15b3": "connectx", "1af4": "virtio", "1414": "mana"}
 AMAZON_DEVICES = {

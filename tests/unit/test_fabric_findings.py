@@ -124,7 +124,8 @@ def test_real_machine_without_gpus_reports_and_does_not_crash():
 def test_bare_metal_profile_is_inferred_from_hardware(name, tmp_path):
     inferred, reason = fabric_findings.infer_profile(facts_for(name, tmp_path), catalog)
     assert inferred == name
-    assert reason.startswith("inferred from hardware: 8x H100")
+    gpu = catalog.get(name)["gpu"]
+    assert reason.startswith(f"inferred from hardware: {gpu['count']}x {gpu['model']}")
 
 
 def test_a_profile_with_virtual_functions_is_never_inferred(tmp_path):
