@@ -85,7 +85,7 @@ def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: d
 def render(plan: dict[str, Any], console: Console) -> None:
     """A table of hosts, then the environment once per (profile, tier)."""
     table = Table(title="gpufabric plan", show_lines=False)
-    for column in ("host", "profile", "fabric", "tier"):
+    for column in ("host", "profile", "fabric", "tier", "nccl"):
         table.add_column(column, no_wrap=True)
     table.add_column("roles (* = not written yet)")
     probed = any("probe" in host for host in plan["hosts"].values())
@@ -98,7 +98,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
         style = "yellow" if unmanaged else None
         # apply and drift leave such a host alone: its roles column says so instead of listing roles.
         roles = f"NOT MANAGED ({unmanaged['code']})" if unmanaged else roles or "-"
-        row = [name, host["profile"], host["fabric"], host["tier"], roles]
+        row = [name, host["profile"], host["fabric"], host["tier"], _nccl_cell(host), roles]
         if probed:
             row.append(_probe_cell(host.get("probe")))
         table.add_row(*(Text(cell) for cell in row), style=style)  # Text: inventory data is never markup
@@ -118,6 +118,15 @@ def render(plan: dict[str, Any], console: Console) -> None:
             console.print(f"[yellow]warning[/yellow]: {escape(name)}: {escape(warning)}", highlight=False)
     if probed:
         _render_findings(plan, console)
+
+
+def _nccl_cell(host: dict[str, Any]) -> str:
+    """The NCCL package version the nccl role installs and holds; adopt mode keeps the image's at the minimum or newer."""
+    pin = host.get("nccl")
+    if not pin or "nccl" not in host["roles"]:
+        return "-"
+    adopting = "nccl" in ((host.get("image") or {}).get("adopt") or [])
+    return f"image's >= {pin['minimum']} (else {pin['version']})" if adopting else pin["version"]
 
 
 def _render_images(plan: dict[str, Any], console: Console) -> None:

@@ -14,8 +14,16 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
+from ansible_collections.gpufabric.cluster.plugins.module_utils.cuda_repo import (  # noqa: F401  # the role's names
+    CUDA_REPO_BASE,
+    CUDA_REPO_KEY_FILE,
+    CUDA_REPO_KEY_FINGERPRINTS,
+    CUDA_REPO_NAME,
+    cuda_repo_url,
+    family,
+)
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import AptPin, PackagePin, PackageStep
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).
@@ -35,13 +43,7 @@ IMEX_UNSUFFIXED_FROM = 580
 # driver-installation-guide); public install scripts install nvidia-driver-pinning-590.48.01 (ubuntu2404) and
 # nvidia-driver-pinning-595.71.05 (debian13) from the CUDA network repository.
 PINNING_PACKAGE_FROM = 580
-# NVIDIA CUDA network repository: flat, one directory per distribution and architecture
-# (<base>/ubuntu2204/x86_64/, suite "/", no components; Packages, InRelease and the key in that directory).
-CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
-# Public key the CUDA repositories are signed with (3bf863cc.pub in each repository directory).
-CUDA_REPO_KEY_FILE = "3bf863cc.pub"
-# The source file, keyring and APT preferences file the role writes.
-CUDA_REPO_NAME = "gpufabric-cuda"
+# The APT preferences file the role writes (the CUDA repository's source and keyring: cuda_repo.CUDA_REPO_NAME).
 PREFERENCES = "gpufabric-nvidia-driver"
 PIN_PRIORITY = 1001
 # Debian revision of the CUDA repository's driver packages per distribution family: NVIDIA builds the Ubuntu ones
@@ -93,20 +95,6 @@ CUDA_REPO_ADOPT_PRIORITY = 400
 CUDA_REPO_PRIORITY_FILE = "gpufabric-cuda-priority"
 KERNEL_MODULES = ("open", "proprietary")
 GPUDIRECT = ("peermem", "dmabuf", "none")
-
-
-def family(distribution: str) -> str:
-    """Map an ansible distribution name to debian, ubuntu or redhat."""
-    name = distribution.lower()
-    if name == "debian":
-        return "debian"
-    if name == "ubuntu":
-        return "ubuntu"
-    if name in ("redhat", "rocky", "almalinux", "centos", "oraclelinux"):
-        return "redhat"
-    raise ValueError(
-        f"distribution '{distribution}' is not supported; accepted: Debian, Ubuntu, RedHat, Rocky, AlmaLinux"
-    )
 
 
 def gpu_generation(gpu_model: str) -> str | None:
@@ -225,26 +213,6 @@ def pinning_package(source: str, distribution: str, branch: str, version: str) -
     return f"nvidia-driver-pinning-{upstream_version(version)}"
 
 
-def cuda_repo_url(distribution: str, version: str, architecture: str, base: str = CUDA_REPO_BASE) -> str:
-    """<base>/<ubuntu2204|ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/, base NVIDIA's by default.
-
-    ``version`` is the fact distribution_version (Ubuntu "22.04", Debian "12.11", RHEL "9.6"): on Ubuntu the
-    major version alone ("22") does not name the repository.
-    """
-    fam = family(distribution)
-    version = str(version)
-    if fam == "ubuntu":
-        tag = "ubuntu" + version.replace(".", "")
-    elif fam == "debian":
-        tag = f"debian{version.split('.', 1)[0]}"
-    else:
-        tag = f"rhel{version.split('.', 1)[0]}"
-    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}.get(architecture)
-    if arch is None:
-        raise ValueError(f"architecture '{architecture}' is not supported; accepted: x86_64, aarch64")
-    return f"{base.rstrip('/')}/{tag}/{arch}/"
-
-
 def version_lock_method(distribution: str) -> str:
     """How packages are held: dpkg selections on Debian/Ubuntu, dnf versionlock on RHEL."""
     return "dnf_versionlock" if family(distribution) == "redhat" else "dpkg_hold"
@@ -277,14 +245,6 @@ class NvidiaDriverPlan(TypedDict):
     supply: list[PackageStep]  # what the tasks hand to repo_key and vendor_packages, in order
     apt_pins: list[AptPin]  # APT preferences files written before the supply (adopt: the CUDA repository lowered)
     adopt: Adoption  # adopt mode: what the image ships, adopted or refused, and what is missing
-
-
-# The role variable the key's pinned fingerprints come from, named in repo_key's refusals.
-FINGERPRINTS_FROM = "nvidia_driver_cuda_repo_key_fingerprints"
-# The key NVIDIA publishes as 3bf863cc.pub (the role's default nvidia_driver_cuda_repo_key_fingerprints, with its
-# source in defaults/main.yml); used when a caller of plan() leaves the setting out.
-CUDA_REPO_KEY_FINGERPRINTS = ["EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"]
-KEYRINGS = "/etc/apt/keyrings"
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NvidiaDriverPlan:
@@ -398,7 +358,9 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         )
     versions |= {str(name): str(pin or driver_version) for name, pin in extras.items()}
 
-    repo_url, key_url, keys, repositories = _cuda_source(settings, facts) if source == "cuda_repo" else ("", "", [], [])
+    repo_url, key_url, keys, repositories = (
+        cuda_repo.source(settings, facts, "nvidia_driver") if source == "cuda_repo" else ("", "", [], [])
+    )
     repository = CUDA_REPO_NAME if source == "cuda_repo" else ""
     warnings: list[str] = []
     headers = _kernel_headers(settings, facts, warnings) if fam != "redhat" else []
@@ -445,21 +407,6 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "adopt": adopt.adoption(),
     }
     return install if mode == "install" else _adopt(settings, facts, install, fm, imex_pkg, extras)
-
-
-def _cuda_source(
-    settings: dict[str, Any], facts: dict[str, Any]
-) -> tuple[str, str, list[supply_chain.RepoKey], list[supply_chain.Repository]]:
-    """The CUDA repository's URL, key URL, key and source, from the settings and the host's facts."""
-    url = str(settings.get("cuda_repo_url") or "") or cuda_repo_url(
-        str(facts.get("distribution", "")),
-        # Not distribution_major_version: Ubuntu's is "22", its CUDA repository is ubuntu2204.
-        str(facts.get("distribution_version") or facts.get("distribution_major_version", "")),
-        str(facts.get("architecture", "")),
-        str(settings.get("cuda_repo_base") or CUDA_REPO_BASE),
-    )
-    key_url = str(settings.get("cuda_repo_key") or "") or url + CUDA_REPO_KEY_FILE
-    return url, key_url, [_key(key_url, settings)], [_repository(url, key_url, settings)]
 
 
 def _adopt(
@@ -587,7 +534,7 @@ def _adopt(
             package: pin or (fm_version if package in (fm, imex_pkg) else driver_version)
             for package, pin in wanted.items()
         }
-        url, key_url, keys, repositories = _cuda_source(settings, facts)
+        url, key_url, keys, repositories = cuda_repo.source(settings, facts, "nvidia_driver")
         pin = str(settings.get("cuda_repo_pin") or "") or supply_chain.origin_pin(url)
         if not pin:
             raise ValueError(
@@ -652,28 +599,3 @@ def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: l
                 f"kernel release '{kernel}' from {where} is not a kernel release; accepted: e.g. 6.8.0-1015-aws"
             )
     return [f"linux-headers-{kernel}" for kernel in kernels]
-
-
-def _keyring(key: str) -> str:
-    # APT reads a keyring by its extension: .gpg for a binary key, .asc for an armored one (3bf863cc.pub is armored).
-    return f"{KEYRINGS}/{CUDA_REPO_NAME}.{'gpg' if key.endswith('.gpg') else 'asc'}"
-
-
-def _key(key: str, settings: dict[str, Any]) -> supply_chain.RepoKey:
-    fingerprints = [str(fpr) for fpr in settings.get("cuda_repo_key_fingerprints") or CUDA_REPO_KEY_FINGERPRINTS]
-    if key.startswith("/"):
-        return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, FINGERPRINTS_FROM, src=key)
-    if not re.match(r"^(https?|file)://", key):
-        raise ValueError(
-            f"nvidia_driver_cuda_repo_key '{key:.60}' is not a key location; accepted: an https://, http:// or "
-            "file:// URL, or the absolute path of a key file on the controller"
-        )
-    return supply_chain.key(CUDA_REPO_NAME, _keyring(key), fingerprints, FINGERPRINTS_FROM, url=key)
-
-
-def _repository(url: str, key: str, settings: dict[str, Any]) -> supply_chain.Repository:
-    suites = [str(suite) for suite in settings.get("cuda_repo_suites") or ["/"]]
-    components = [str(component) for component in settings.get("cuda_repo_components") or []]
-    repository = supply_chain.repository(CUDA_REPO_NAME, url, suites[0], _keyring(key), components)
-    repository["suites"] = suites
-    return repository

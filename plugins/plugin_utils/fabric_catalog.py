@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
@@ -60,13 +61,14 @@ KNOWN_ROLES = (
     "roce",
     "sriov",
     "imex",
+    "nccl",
     "nccl_env",
     "nccl_tests",
 )
 
 # The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
-ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma")
+ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma", "nccl")
 # How a host's network interfaces are named: systemd's predictable names, or eth0, eth1, ... with net.ifnames=0.
 INTERFACE_NAMINGS = ("predictable", "net_ifnames_0")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
@@ -287,6 +289,27 @@ TIER_SCHEMA: dict[str, Any] = {
     "k8s_env": (_env(allow_null=True), False),
 }
 
+
+def _nccl_package_version(value: Any) -> str | None:
+    if isinstance(value, str) and nccl.PACKAGE_VERSION.match(value):
+        return None
+    return "must be a package version of NVIDIA's NCCL such as '2.27.5-1+cuda12.9' (quoted)"
+
+
+def _nccl_version(value: Any) -> str | None:
+    if isinstance(value, str) and nccl.UPSTREAM_VERSION.match(value):
+        return None
+    return "must be an NCCL version such as '2.25.2' (quoted)"
+
+
+# NCCL itself (the nccl role): the package version installed and held, the oldest NCCL adopt mode keeps (default: the
+# pin's own version), and the basis of both. A fabric sets it; a profile overrides it key by key.
+NCCL_SCHEMA: dict[str, Any] = {
+    "version": (_nccl_package_version, True),
+    "minimum": (_nccl_version, False),
+    "source": (_str, True),
+}
+
 PROFILE_SCHEMA: dict[str, Any] = {
     "cloud": (_choice(CLOUDS), True),
     "instance_type": (_instance_type, True),
@@ -364,6 +387,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
         },
         True,
     ),
+    "nccl": (NCCL_SCHEMA, False),
     "sources": (_list_of(_str), False),
 }
 
@@ -409,6 +433,32 @@ def _check_nvlink(profile: dict[str, Any], path: str, source: str) -> None:
         )
     for index, threshold in enumerate(nvlink.get("thresholds") or []):
         _check_threshold(threshold, f"{path}.nvlink.thresholds[{index}]", source)
+
+
+def _check_nccl(profile: dict[str, Any], path: str, source: str) -> None:
+    """The pin is at the minimum or newer, and the minimum at what the profile's GPUs and NVLink need."""
+    pin = profile.get("nccl")
+    if pin is None:
+        return
+    minimum = pin.get("minimum") or nccl.upstream(pin["version"])
+    if nccl.older(pin["version"], minimum):
+        raise CatalogError(source, f"{path}.nccl.version", f"{pin['version']} is older than nccl.minimum {minimum}")
+    for floor, why in nccl.floors(profile["gpu"]["model"], "nvlink" in profile):
+        if nccl.older(minimum, floor):
+            raise CatalogError(
+                source,
+                f"{path}.nccl.minimum",
+                f"{minimum} is below {floor}, the oldest NCCL for {why}; accepted: {floor} or newer",
+            )
+    cuda = nccl.cuda_release(pin["version"])
+    needed = nccl.gpu_cuda(profile["gpu"]["model"])
+    if needed and cuda and cuda < needed[0]:
+        raise CatalogError(
+            source,
+            f"{path}.nccl.version",
+            f"{pin['version']} is built with CUDA {cuda[0]}.{cuda[1]}; {needed[1]}; accepted: a +cuda{needed[0][0]}."
+            f"{needed[0][1]} build or newer",
+        )
 
 
 def hosts_per_domain(profile: dict[str, Any]) -> int | None:
@@ -514,6 +564,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
     for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
         _check_threshold(threshold, f"{path}.bandwidth.thresholds[{index}]", source)
     _check_nvlink(profile, path, source)
+    _check_nccl(profile, path, source)
     _check_sriov(profile, path, source)
     _check_interface_naming(profile, path, source)
     for tier in profile["tiers"].values():
@@ -623,6 +674,7 @@ FABRIC_SCHEMA: dict[str, Any] = {
     # The roles of tier best are required in every profile of the fabric, in this order.
     "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
     "env_rules": (ENV_RULES_SCHEMA, False),
+    "nccl": (NCCL_SCHEMA, False),
     # The vendor's guest-config constraints, each with its source: why env_rules say what they say.
     "constraints": (_list_of(_str), False),
     "sources": (_list_of(_str), False),
@@ -780,7 +832,7 @@ def _merge(base: dict[str, Any], base_from: Any, over: dict[str, Any], over_from
 def _inherit(
     profile: dict[str, Any], profile_from: Any, fabrics: dict[str, Any], fabrics_from: dict[str, Any]
 ) -> tuple[dict[str, Any], Any]:
-    """The profile over its fabric's tiers: env maps merge key by key, roles (a list) replace.
+    """The profile over its fabric's tiers and NCCL pin: env maps and nccl merge key by key, roles (a list) replace.
 
     A null in a profile's env removes the fabric's variable. Keys come in schema order, as in a
     profile that spells everything out.
@@ -790,6 +842,15 @@ def _inherit(
     if isinstance(fabric, str) and fabric in fabrics and isinstance(tiers, dict):
         profile = dict(profile)
         profile_from = dict(profile_from)
+        own = profile.get("nccl", {})
+        if "nccl" in fabrics[fabric] and isinstance(own, dict):
+            profile["nccl"], profile_from["nccl"] = _merge(
+                fabrics[fabric]["nccl"],
+                fabrics_from[fabric]["nccl"],
+                own,
+                profile_from.get("nccl", {}),
+                null_removes=False,
+            )
         profile["tiers"], profile_from["tiers"] = _merge(
             fabrics[fabric]["tiers"],
             fabrics_from[fabric]["tiers"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov
+from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl, sriov
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import tier_thresholds
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CLOUDS,
@@ -161,6 +161,25 @@ def nvlink_plan(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, 
     }
 
 
+def nccl_pin(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, str] | None:
+    """The NCCL the nccl role installs or accepts: the catalog's pin, or the host var nccl_version over it; None when
+    neither says (a profile of fabric none without nccl)."""
+    pin = dict(profile.get("nccl") or {})
+    given = hostvars.get("nccl_version")
+    if given:
+        error = nccl.package_version_error(str(given), "host var nccl_version")
+        if error:
+            raise PlanError(error)
+        pin |= {"version": str(given), "source": "host var nccl_version"}
+    if not pin:
+        return None
+    return {
+        "version": pin["version"],
+        "minimum": pin.get("minimum") or nccl.upstream(pin["version"]),
+        "source": pin["source"],
+    }
+
+
 def tier_bandwidth(profile: dict[str, Any], tier: str) -> dict[str, Any]:
     """The profile's bandwidth block with the thresholds the tier is judged by (none for a baseline tier)."""
     bandwidth = copy.deepcopy(profile["bandwidth"])
@@ -230,6 +249,7 @@ def plan_host(
             "interface_naming": interface_naming(hostvars, image)[0],
             "architecture": None,
             "nvlink": None,
+            "nccl": None,
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -275,6 +295,8 @@ def plan_host(
         "interface_naming": naming,
         "architecture": profile.get("architecture", DEFAULT_ARCHITECTURE),
         "nvlink": nvlink_plan(profile, hostvars),
+        # What the nccl role installs and holds, or the oldest NCCL it adopts (docs/catalog.md, "NCCL").
+        "nccl": nccl_pin(profile, hostvars),
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,
