@@ -195,10 +195,12 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
             f"{MODE_VARIABLE} 'install' (installs both at {version})"
         )
     found = {LIBRARY: shipped} | ({HEADERS: headers} if headers is not None else {})
-    packages = [supply_chain.package(LIBRARY, shipped)]
-    packages.append(supply_chain.package(HEADERS, shipped, "" if headers is not None else cuda_repo.CUDA_REPO_NAME))
-    # The headers, when missing, come from the CUDA repository at the library's version; nothing else does.
-    from_repository = headers is None
+    # An NVIDIA-form build keeps NVIDIA's CUDA repository configured, the source of its headers whether they are
+    # missing now or later: the run after the one that installed them plans the same files (idempotent).
+    nvidia_form = PACKAGE_VERSION.match(shipped) is not None
+    packages = [
+        supply_chain.package(name, shipped, cuda_repo.CUDA_REPO_NAME if nvidia_form else "") for name in PACKAGES
+    ]
     return {
         "warnings": [],
         "version": shipped,
@@ -206,12 +208,12 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
         "minimum": minimum,
         "source": f"adopted: the image's {LIBRARY} {shipped}",
         "packages": dict.fromkeys(PACKAGES, shipped),
-        "cuda_repo_url": url if from_repository else "",
+        "cuda_repo_url": url if nvidia_form else "",
         "supply": [
             supply_chain.step(
                 packages,
-                repositories if from_repository else [],
-                keys if from_repository else [],
+                repositories if nvidia_form else [],
+                keys if nvidia_form else [],
                 PREFERENCES,
                 PIN_PRIORITY,
             )
