@@ -36,6 +36,8 @@ CONTAINER_ROLES = ("fabric_facts", "rdma_stack", "infiniband", "sriov", "nccl_en
 # Why the others of a profile are left out of the lab.
 LEFT_OUT_REASONS = {
     "nvidia_driver": "needs a GPU and a kernel to build its module for; a container has neither",
+    "nccl": "installs from NVIDIA's CUDA repository, which a lab container cannot reach (molecule/nccl runs it "
+    "against a TEST-DOUBLE one)",
     "nccl_tests": "needs CUDA (from nvidia_driver) to build and GPUs to run nccl-tests",
 }
 UNPROVEN_REASON = "not proven in a lab container yet (gpufabric.lab_files.CONTAINER_ROLES lists those that are)"

@@ -7,8 +7,8 @@ author: gpufabric developers
 version_added: "0.9.0"
 short_description: What the nccl role installs or holds (libnccl2, libnccl-dev), and its checks
 description:
-  - Takes the role's settings, the host's plan (the catalog's C(nccl) section: the pinned package version, the
-    minimum and their source) and the host's facts, and returns the packages at their exact versions, the CUDA
+  - Takes the role's settings, the host's plan (the catalog's C(nccl) section, with the pinned package version,
+    the minimum and their source) and the host's facts, and returns the packages at their exact versions, the CUDA
     repository, and C(supply), the steps the role hands to repo_key and vendor_packages unchanged; C(warnings), and
     C(errors) naming the first bad value and what is accepted.
   - In adopt mode (C(mode=adopt)) the image's libnccl2 at the minimum or newer is held at its installed version; an
@@ -19,13 +19,15 @@ options:
     type: dict
     required: true
   plan:
-    description: The host's plan (C(gpufabric_plan)); its C(nccl) section gives the pin when C(version) is empty.
+    description:
+      - The host's plan (C(gpufabric_plan)); its C(nccl) section gives the pin when C(version) is empty.
+      - Needed by this role; left out, the filter fails naming it.
     type: dict
-    required: true
   facts:
-    description: The host's C(ansible_facts) (distribution, distribution_version, architecture; packages in adopt mode).
+    description:
+      - The host's C(ansible_facts) (distribution, distribution_version, architecture; packages in adopt mode).
+      - Needed by this role; left out, the filter fails naming it.
     type: dict
-    required: true
 """
 
 EXAMPLES = r"""

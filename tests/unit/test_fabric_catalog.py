@@ -615,6 +615,12 @@ def _as_changed_since_b113656(snapshot: dict, current: dict) -> dict:
             node[key] = value
     for profile, key in PROSE_CHANGED_SINCE_B113656:  # descriptions and source notes: prose, taken as they are now
         snapshot[profile][key] = current[profile][key]
+    # Issue 21: NCCL itself, pinned per fabric (section nccl, held to its own tests in test_nccl_logic.py), and the
+    # role that installs it, run before nccl_env in every tier.
+    for name, profile in snapshot.items():
+        profile["nccl"] = current[name]["nccl"]
+        for tier in profile["tiers"].values():
+            tier["roles"] = [role for old in tier["roles"] for role in (["nccl", old] if old == "nccl_env" else [old])]
     # A new section (interface_naming) sits where the schema puts it; only env order reaches a host file.
     return {name: {key: profile[key] for key in current[name]} for name, profile in snapshot.items()}
 
@@ -719,14 +725,14 @@ profiles:
             P5 + "    tiers: {best: {roles: [nccl_env, fabric_facts, nvidia_driver, aws_efa]}}\n",
             "profiles.aws/p5.48xlarge.tiers.best.roles",
             "names nccl_env, fabric_facts, nvidia_driver, aws_efa in another order; fabric efa runs fabric_facts, "
-            "nvidia_driver, aws_efa, nccl_env, nccl_tests in this order",
+            "nvidia_driver, aws_efa, nccl, nccl_env, nccl_tests in this order",
             id="roles-out-of-order",
         ),
         pytest.param(
             "profiles:\n  nebius/gpu-h100-sxm:\n    tiers: {best: {roles: [fabric_facts, infiniband, rdma_stack]}}\n",
             "profiles.nebius/gpu-h100-sxm.tiers.best.roles",
             "names fabric_facts, infiniband, rdma_stack in another order; fabric infiniband runs fabric_facts, "
-            "rdma_stack, nvidia_driver, infiniband, nccl_env, nccl_tests in this order",
+            "rdma_stack, nvidia_driver, infiniband, nccl, nccl_env, nccl_tests in this order",
             id="fabric-role-before-its-rdma-stack",
         ),
         pytest.param(
