@@ -253,3 +253,40 @@ def gpu_cuda(gpu_model: str) -> tuple[tuple[int, int], str] | None:
     if _generation(gpu_model) in BLACKWELL:
         return BLACKWELL_CUDA, f"{gpu_model} (Blackwell) runs NCCL builds of CUDA 12.8 or newer (sm_100)"
     return None
+
+
+LIBRARY_FILE = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)$")
+
+
+def loaded_version(line: str) -> str | None:
+    """The NCCL version of the library a node loads, from the path libnccl.so.2 resolves to
+    ('/usr/lib/x86_64-linux-gnu/libnccl.so.2.27.5' -> '2.27.5'); None when nothing resolved."""
+    match = LIBRARY_FILE.search(line.strip())
+    return match.group(1) if match else None
+
+
+def rank_findings(loaded: dict[str, str], reported: list[str | None], pin: str) -> dict[str, list[str]]:
+    """What verify says about the NCCL the ranks run: ``loaded`` is each node's libnccl.so.2 as the job's environment
+    resolves it (its real path, '' when none), ``reported`` the version each output's launching rank printed, ``pin``
+    the plan's package version ('' when the plan has none). Nodes on different NCCL versions fail the run (NCCL
+    refuses or hangs when its ranks differ); a node without the library, a launcher that reports another version than
+    its node loads, and a version other than the pin are warnings."""
+    findings: dict[str, list[str]] = {"fail": [], "warn": [], "info": []}
+    versions = {node: loaded_version(path) for node, path in loaded.items()}
+    found = {node: version for node, version in versions.items() if version}
+    for node in sorted(node for node, version in versions.items() if not version):
+        findings["warn"].append(
+            f"{node}: no libnccl.so.2 on the job's LD_LIBRARY_PATH or in the loader's cache (the nccl role installs it)"
+        )
+    if len(set(found.values())) > 1:
+        listing = ", ".join(f"{node} {version}" for node, version in sorted(found.items()))
+        findings["fail"].append(f"the nodes load different NCCL versions ({listing}): every rank must run one NCCL")
+    elif found:
+        version = next(iter(found.values()))
+        findings["info"].append(f"info: NCCL {version} loaded on every node ({', '.join(sorted(found))})")
+        if pin and upstream(pin) != version:
+            findings["warn"].append(f"the nodes load NCCL {version}, the plan pins {pin} (nccl role)")
+    for number in sorted({version for version in reported if version}):
+        if found and number not in found.values():
+            findings["warn"].append(f"the launching rank reports NCCL {number}, which no node's libnccl.so.2 is")
+    return findings

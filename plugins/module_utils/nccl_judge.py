@@ -103,6 +103,8 @@ def judge(
         "threshold": None,
         "measured_busbw": None,
         "largest_size": max((row["size"] for row in rows), default=None),
+        # The NCCL the launching rank printed (nccl-tests' banner, NCCL_DEBUG); the role compares it with the nodes'.
+        "nccl_version": run.get("nccl_version"),
         "reasons": [],
     }
     reasons: list[str] = result["reasons"]

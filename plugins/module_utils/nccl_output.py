@@ -8,7 +8,7 @@ bad input becomes a run with ``complete: false`` and a reason in ``errors``.
 
 A run (one collective test) is a dict::
 
-    {"collective": str|None, "version": str|None, "nranks": int|None,
+    {"collective": str|None, "version": str|None, "nccl_version": str|None, "nranks": int|None,
      "rows": [{"size", "count", "type", "redop", "root": int|None,
                "out_of_place": {"time_us", "algbw", "busbw", "wrong"},
                "in_place": {...}}],
@@ -97,6 +97,10 @@ _PREFIX = re.compile(
 _MAX_PREFIXES = 4  # e.g. a kubectl timestamp, then Slurm's label, then OpenMPI's tag
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)")
+# The NCCL the launching process loaded: nccl-tests' banner (v2.14 on) prints its code, NCCL_DEBUG=VERSION or INFO
+# prints "NCCL version 2.27.5+cuda12.9"; the -J document holds the code as nccl_version.
+_NCCL_LIBRARY = re.compile(r"\bnccl-library=(\d+)")
+_NCCL_VERSION_LINE = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
 _NTHREAD = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+")
@@ -142,6 +146,7 @@ def empty_run(source_format: str = "text") -> dict[str, Any]:
     return {
         "collective": None,
         "version": None,
+        "nccl_version": None,
         "nranks": None,
         "rows": [],
         "avg_busbw": None,
@@ -152,6 +157,19 @@ def empty_run(source_format: str = "text") -> dict[str, Any]:
         "hosts": [],
         "notes": [],
     }
+
+
+def nccl_version_from_code(code: Any) -> str | None:
+    """NCCL's NCCL_VERSION_CODE as X.Y.Z: 22703 -> '2.27.3' (X*10000 + Y*100 + Z from 2.9 on), 2408 -> '2.4.8'
+    (X*1000 + Y*100 + Z before); None for anything else."""
+    if isinstance(code, bool) or not isinstance(code, (int, str)) or not str(code).isdigit():
+        return None
+    number = int(code)
+    if number >= 20900:
+        return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+    if 1000 <= number < 10000:
+        return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+    return None
 
 
 def collective_from_program(program: str) -> str | None:
@@ -394,6 +412,8 @@ def _parse_text(text: str) -> list[dict[str, Any]]:
             continue
         total += 1
         nccl = "NCCL" in whole  # a substring test first: most lines of a large output are not NCCL's
+        if nccl and (match := _NCCL_VERSION_LINE.search(whole)) and current.run["nccl_version"] is None:
+            current.run["nccl_version"] = match.group(1)
         if nccl and _NCCL_CHATTER.search(whole):
             continue
         # Failure lines are quoted whole: their prefix names the rank or host that failed.
@@ -432,6 +452,8 @@ def _parse_text(text: str) -> list[dict[str, Any]]:
         if match := _VERSION.search(line):
             advance(_VERSION_S, _VERSION_S)
             current.run["version"] = match.group(1)
+            if library := _NCCL_LIBRARY.search(line):
+                current.run["nccl_version"] = nccl_version_from_code(library.group(1))
         elif match := _STARTING.search(line):
             advance(_START_S, _START_S)
             current.run["collective"] = collective_from_program(match.group(1))
@@ -634,6 +656,7 @@ def _json_run(document: Any, truncated: bool) -> dict[str, Any]:
         add_error(errors, f"JSON output is a {type(document).__name__}, not an object")
         return run
     run["json_schema"] = document.get("version")
+    run["nccl_version"] = nccl_version_from_code(document.get("nccl_version"))
     args = document.get("args")
     if isinstance(args, list) and args and isinstance(args[0], str):
         run["collective"] = collective_from_program(args[0])

@@ -21,7 +21,9 @@ A3MEGA = CATALOG.get("gcp/a3-megagpu-8g")
 # What the role judges by: the host's plan (the tier's thresholds, the GPU count).
 NDR_PLAN = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "baremetal/hgx-h100-ib-ndr"}, CATALOG)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
-RESULT_KEYS = {"status", "collective", "nodes", "algo", "threshold", "measured_busbw", "largest_size", "reasons"}
+RESULT_KEYS = {
+    "status", "collective", "nodes", "algo", "threshold", "measured_busbw", "largest_size", "nccl_version", "reasons"
+}  # fmt: skip
 
 
 def run_of(name: str, index: int = 0) -> dict:

@@ -205,3 +205,46 @@ def test_the_plan_shows_the_pin_and_a_host_var_beats_it():
     assert pinned == {"version": "2.28.7-1+cuda12.9", "minimum": "2.28.7", "source": "host var nccl_version"}
     with pytest.raises(fabric_plan.PlanError, match="host var nccl_version '2.28' is not a package version"):
         fabric_plan.plan_host({**hostvars, "nccl_version": "2.28"}, catalog)
+
+
+# ------------------------------------------------------------------------------------------- verify: the ranks' NCCL
+
+
+LIB = "/usr/lib/x86_64-linux-gnu/libnccl.so."
+
+
+def test_verify_passes_nodes_on_the_pinned_nccl_and_says_which():
+    findings = nccl.rank_findings({"a": LIB + "2.27.5", "b": LIB + "2.27.5"}, ["2.27.5"], PIN)
+    assert findings == {"fail": [], "warn": [], "info": ["info: NCCL 2.27.5 loaded on every node (a, b)"]}
+
+
+def test_verify_fails_nodes_on_different_nccl_versions():
+    gib = "/usr/local/gib/lib64/libnccl.so.2.30.4"  # the gIB plugin's own NCCL, first on LD_LIBRARY_PATH
+    findings = nccl.rank_findings({"a": LIB + "2.27.5", "b": gib}, ["2.27.5"], PIN)
+    assert findings["fail"] == [
+        "the nodes load different NCCL versions (a 2.27.5, b 2.30.4): every rank must run one NCCL"
+    ]
+
+
+def test_verify_warns_on_a_node_without_nccl_another_version_than_the_pin_and_a_launcher_that_disagrees():
+    findings = nccl.rank_findings({"a": LIB + "2.28.7", "b": ""}, ["2.26.2", None], PIN)
+    assert findings["fail"] == []
+    assert findings["warn"] == [
+        "b: no libnccl.so.2 on the job's LD_LIBRARY_PATH or in the loader's cache (the nccl role installs it)",
+        "the nodes load NCCL 2.28.7, the plan pins 2.27.5-1+cuda12.9 (nccl role)",
+        "the launching rank reports NCCL 2.26.2, which no node's libnccl.so.2 is",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "version"), [(22703, "2.27.3"), ("22807", "2.28.7"), (2408, "2.4.8"), (0, None), ("x", None), (True, None)]
+)
+def test_nccl_version_codes_decode_as_nccl_defines_them(code, version):
+    assert module_utils("nccl_output").nccl_version_from_code(code) == version
+
+
+def test_the_parser_reads_the_nccl_the_launching_rank_loaded():
+    parser = module_utils("nccl_output")
+    banner = "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22705\n"
+    assert parser.parse_runs(banner)[0]["nccl_version"] == "2.27.5"
+    assert parser.parse_runs("host:1:1 [0] NCCL INFO x\nNCCL version 2.23.4+cuda12.6\n")[0]["nccl_version"] == "2.23.4"
