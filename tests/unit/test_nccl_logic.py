@@ -203,7 +203,7 @@ def test_the_plan_shows_the_pin_and_a_host_var_beats_it():
     assert fabric_plan.plan_host(hostvars, catalog)["nccl"]["version"] == PIN
     pinned = fabric_plan.plan_host({**hostvars, "nccl_version": "2.28.7-1+cuda12.9"}, catalog)["nccl"]
     assert pinned == {"version": "2.28.7-1+cuda12.9", "minimum": "2.28.7", "source": "host var nccl_version"}
-    with pytest.raises(fabric_plan.PlanError, match="host var nccl_version '2.28' is not a package version"):
+    with pytest.raises(fabric_plan.PlanError, match=r"host var nccl_version '2\.28' is not a package version"):
         fabric_plan.plan_host({**hostvars, "nccl_version": "2.28"}, catalog)
 
 
