@@ -121,7 +121,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
 
 
 def _nccl_cell(host: dict[str, Any]) -> str:
-    """The NCCL package version the nccl role installs and holds; adopt mode keeps the image's at the minimum or newer."""
+    """The NCCL package version the nccl role installs and holds (adopt mode: the image's, at the minimum or newer)."""
     pin = host.get("nccl")
     if not pin or "nccl" not in host["roles"]:
         return "-"
