@@ -269,14 +269,16 @@ def rank_findings(loaded: dict[str, str], reported: list[str | None], pin: str) 
     """What verify says about the NCCL the ranks run: ``loaded`` is each node's libnccl.so.2 as the job's environment
     resolves it (its real path, '' when none), ``reported`` the version each output's launching rank printed, ``pin``
     the plan's package version ('' when the plan has none). Nodes on different NCCL versions fail the run (NCCL
-    refuses or hangs when its ranks differ); a node without the library, a launcher that reports another version than
-    its node loads, and a version other than the pin are warnings."""
+    refuses or hangs when its ranks differ); a launcher that reports another version than the nodes load, and a
+    version other than the pin, are warnings. A node whose library is not found that way (NCCL reached through an
+    rpath, or linked in) is said to be unknown: the run itself shows whether NCCL loaded."""
     findings: dict[str, list[str]] = {"fail": [], "warn": [], "info": []}
     versions = {node: loaded_version(path) for node, path in loaded.items()}
     found = {node: version for node, version in versions.items() if version}
     for node in sorted(node for node, version in versions.items() if not version):
-        findings["warn"].append(
-            f"{node}: no libnccl.so.2 on the job's LD_LIBRARY_PATH or in the loader's cache (the nccl role installs it)"
+        findings["info"].append(
+            f"info: {node}: which NCCL it loads is not known (no libnccl.so.2 on the job's LD_LIBRARY_PATH or in the "
+            "loader's cache; the nccl role installs it there)"
         )
     if len(set(found.values())) > 1:
         listing = ", ".join(f"{node} {version}" for node, version in sorted(found.items()))
