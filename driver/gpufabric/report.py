@@ -126,6 +126,15 @@ def validate_record(record: Any) -> dict[str, Any]:
         _check(run.get("file"), f"{where}.file", "text")
         if run.get("file") is not None:
             _check_name(run["file"], f"{where}.file")
+    _check(record.get("nccl"), "nccl", "object")
+    nccl = record.get("nccl") or {}
+    _check(nccl.get("loaded"), "nccl.loaded", "object")
+    # A node's library path and the pin may be empty (none found, no pin): strings, not text.
+    for where, value in [("nccl.pin", nccl.get("pin", ""))] + [
+        (f"nccl.loaded.{host}", library) for host, library in (nccl.get("loaded") or {}).items()
+    ]:
+        if not isinstance(value, str):
+            raise RecordError(f"{where!r} is {type(value).__name__}, not a string")
     if not record.get("runs") and not record.get("collectives"):
         raise RecordError("missing key 'runs' (or 'collectives'): it names no collective")
     return record
@@ -258,6 +267,14 @@ def judge_record(
         if collective and named and named != collective:
             reasons.insert(0, f"{output.name} is {named}_perf output, but run.json says {collective}")
             status = "warn" if status == "pass" else status
+        # The NCCL each node loaded (run.json's nccl.loaded, read on the nodes before the run) and the launcher's.
+        nccl = record.get("nccl") or {}
+        if nccl.get("loaded"):
+            findings = module_utils("nccl").rank_findings(
+                nccl["loaded"], [run.get("nccl_version")], str(nccl.get("pin") or "")
+            )
+            reasons += findings["fail"] + findings["warn"] + findings["info"]
+            status = "fail" if findings["fail"] else ("warn" if findings["warn"] and status == "pass" else status)
         if profile is None:
             reasons.insert(0, f"profile {name!r} is not in the catalog (add it with --catalog): not judged")
             reasons = [reason for reason in reasons if not reason.startswith(_NO_THRESHOLD)]
@@ -285,6 +302,7 @@ def judge_record(
                 "output": str(output.relative_to(root)) if output.is_relative_to(root) else str(output),
                 "hosts": [str(host) for host in record.get("hosts") or []],
                 "version": run.get("version"),
+                "nccl_version": run.get("nccl_version"),
                 "complete": bool(run.get("complete")),
                 "avg_busbw": run.get("avg_busbw"),
                 "rows": run.get("rows") or [],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -332,3 +333,34 @@ def test_an_output_of_another_collective_is_flagged(tmp_path, catalog):
     (run,) = report.build(tmp_path, catalog)["tiers"]["best"]["runs"]
     assert run["status"] == "warn" and run["collective"] == "all_reduce"
     assert run["reasons"][0] == "all_gather-2n.txt is all_reduce_perf output, but run.json says all_gather"
+
+
+def _with_nccl(directory: Path, nccl: dict) -> None:
+    path = directory / "run.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "nccl": nccl}))
+
+
+def test_nodes_on_different_nccl_versions_fail_and_the_pin_is_compared(tmp_path, catalog):
+    lib = "/usr/lib/x86_64-linux-gnu/libnccl.so."
+    directory = make_results(tmp_path, "best", {"all_reduce": FIXTURES / "v2_13_all_reduce_2node.txt"})
+    _with_nccl(directory, {"loaded": {"node-a": lib + "2.28.7", "node-b": lib + "2.27.5"}, "pin": "2.28.7-1+cuda12.9"})
+    (run,) = report.build(tmp_path, catalog, tiers=["best"])["tiers"]["best"]["runs"]
+    assert run["status"] == "fail"
+    assert "the nodes load different NCCL versions (node-a 2.28.7, node-b 2.27.5)" in run["reasons"][-1]
+    _with_nccl(directory, {"loaded": {"node-a": lib + "2.28.7", "node-b": lib + "2.28.7"}, "pin": "2.27.5-1+cuda12.9"})
+    (run,) = report.build(tmp_path, catalog, tiers=["best"])["tiers"]["best"]["runs"]
+    assert run["status"] == "warn"
+    assert "the nodes load NCCL 2.28.7, the plan pins 2.27.5-1+cuda12.9 (nccl role)" in run["reasons"]
+    assert "info: NCCL 2.28.7 loaded on every node (node-a, node-b)" in run["reasons"]
+
+
+@pytest.mark.parametrize(
+    ("nccl", "message"),
+    [({"loaded": ["x"]}, "'nccl.loaded' is list, not an object"), ({"loaded": {"a": 1}}, "'nccl.loaded.a' is int")],
+)
+def test_a_malformed_nccl_record_is_refused(tmp_path, catalog, nccl, message):
+    directory = make_results(tmp_path, "best", {"all_reduce": FIXTURES / "v2_13_all_reduce_2node.txt"})
+    _with_nccl(directory, nccl)
+    with pytest.raises(UserError, match=re.escape(message)):
+        report.build(tmp_path, catalog)
