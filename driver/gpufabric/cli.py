@@ -339,6 +339,14 @@ def verify(
         Optional[str],  # noqa: UP045
         typer.Option(help="Run two tiers, e.g. standard,best, and show the second's speed-up over the first."),
     ] = None,
+    nvlink: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="Rack-scale NVLink fleets: run within one NVLink domain (judged by the profile's nvlink thresholds), "
+            "across domains (one host of each, judged by its bandwidth thresholds), or both: within, across or "
+            "within,across. --nodes caps the hosts of each."
+        ),
+    ] = None,
     catalog: CatalogOption = None,
     output: Annotated[
         Optional[Path],  # noqa: UP045
@@ -393,6 +401,7 @@ def verify(
         args=_ansible_args(
             extra_vars, user, private_key, ask_become_pass, become_password_file, vault_id, vault_password_file, verbose
         ),
+        nvlink=nccl_verify.parse_nvlink(nvlink),
     )
 
     def progress(line: str) -> None:

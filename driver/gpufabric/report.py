@@ -126,6 +126,9 @@ def validate_record(record: Any) -> dict[str, Any]:
         _check(run.get("file"), f"{where}.file", "text")
         if run.get("file") is not None:
             _check_name(run["file"], f"{where}.file")
+    scope = record.get("scope")
+    if scope is not None and scope not in SCOPE_LABELS:
+        raise RecordError(f"'scope' is {str(scope)[:80]!r}, not one of {', '.join(SCOPE_LABELS)}")
     _check(record.get("nccl"), "nccl", "object")
     nccl = record.get("nccl") or {}
     _check(nccl.get("loaded"), "nccl.loaded", "object")
@@ -175,11 +178,22 @@ def find_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(path, load_record(path)) for path in sorted(root.rglob(RECORD_FILE))]
 
 
+# `gpufabric verify --nvlink`: a run's scope (run.json's "scope") names where its hosts are in the NVLink domains.
+SCOPE_LABELS = {"within": "within-domain", "across": "across-domains"}
+
+
+def tier_label(tier: str, scope: str | None) -> str:
+    """What the report calls a tier's runs: the tier, or for an --nvlink scope 'best-within-domain' and
+    'best-across-domains' (also their directory under the results)."""
+    return f"{tier}-{SCOPE_LABELS[scope]}" if scope in SCOPE_LABELS else tier
+
+
 def record_tier(path: Path, record: dict[str, Any], root: Path) -> str:
-    """The tier run.json names, else the directory below root (<root>/<tier>/<run id>/run.json)."""
+    """The tier run.json names (with its --nvlink scope), else the directory below root
+    (<root>/<tier>/<run id>/run.json)."""
     tier = record.get("tier")
     if isinstance(tier, str) and tier:
-        return tier
+        return tier_label(tier, record.get("scope"))
     parts = path.relative_to(root).parts
     return parts[0] if len(parts) >= 3 else "best"
 
@@ -250,8 +264,15 @@ def judge_record(
     judge = module_utils("nccl_judge")
     planner = module_utils("nccl_tests_run")
     name = record.get("profile")
+    # A label's tier is the record's own ('best-within-domain' is tier best, judged within the domain).
+    tier = str(record.get("tier") or tier)
     bandwidth = dict((profile or {}).get("bandwidth") or {})
-    judged = {**(profile or {}), "bandwidth": {**bandwidth, "thresholds": planner.tier_thresholds(bandwidth, tier)}}
+    thresholds = planner.tier_thresholds(bandwidth, tier)
+    if record.get("scope") == "within":
+        # Within one NVLink domain the GPUs talk over NVLink: the profile's nvlink.thresholds judge it.
+        nvlink = (profile or {}).get("nvlink") or {}
+        thresholds = list(nvlink.get("thresholds") or []) if tier == "best" else []
+    judged = {**(profile or {}), "bandwidth": {**bandwidth, "thresholds": thresholds}}
     entries = []
     for spec in _record_runs(record):
         collective = spec.get("collective")

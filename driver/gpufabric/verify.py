@@ -21,8 +21,9 @@ from typing import Any
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import playbook_args, plot, report, runs
-from gpufabric.collection import collection_root, module_utils
+from gpufabric.collection import collection_root, module_utils, plugin_utils
 from gpufabric.errors import UserError
+from gpufabric.inventory import as_play_sees, host_vars
 from gpufabric.playbook_args import PlaybookArgs
 
 TIERS = ("best", "standard")
@@ -45,6 +46,8 @@ class Options:
     from_results: Path | None = None
     title: str | None = None
     args: PlaybookArgs = field(default_factory=PlaybookArgs)
+    # --nvlink: the scopes of a rack-scale fleet to run (within one NVLink domain, across domains), tier best each.
+    nvlink: list[str] = field(default_factory=list)
 
 
 def parse_tiers(tier: str | None, compare: str | None) -> tuple[list[str], bool]:
@@ -79,6 +82,45 @@ def parse_collectives(values: list[str] | None) -> list[str]:
     return names
 
 
+def parse_nvlink(value: str | None) -> list[str]:
+    """--nvlink within,across (either or both, in that order) -> the scopes."""
+    if value is None:
+        return []
+    scopes = [part.strip() for part in value.split(",") if part.strip()]
+    accepted = plugin_utils("nvlink_domains").SCOPES
+    if not scopes or len(set(scopes)) != len(scopes) or any(scope not in accepted for scope in scopes):
+        raise UserError(f"--nvlink {value!r} is not accepted; accepted: within, across or within,across")
+    return [scope for scope in accepted if scope in scopes]
+
+
+def nvlink_runs(options: Options, tiers: list[str]) -> list[tuple[str, list[str]]]:
+    """(scope, hosts) of each --nvlink scope, from the inventory's NVLink domains as `gpufabric plan` groups them."""
+    if tiers != ["best"] or options.compare:
+        raise UserError("--nvlink runs tier best within and across NVLink domains; give it without --tier or --compare")
+    planner = plugin_utils("fabric_plan")
+    catalog = fabric_catalog.load(options.catalog_files)
+    plans = {}
+    for name, variables in host_vars(str(options.inventory)).items():
+        try:
+            plans[name] = planner.plan_host(as_play_sees(variables), catalog)
+        except planner.PlanError as exc:
+            raise UserError(f"host {name}: {exc}") from None
+    domains = plugin_utils("nvlink_domains")
+    grouped = domains.group(plans)
+    if domains.has_errors(grouped):
+        raise UserError("--nvlink: the inventory's NVLink domains have errors; `gpufabric plan` shows them")
+    profiles = sorted({profile for entry in grouped["domains"].values() for profile in entry["profiles"]})
+    if len(profiles) > 1:
+        raise UserError(
+            f"--nvlink: the inventory's NVLink domains are of several profiles ({', '.join(profiles)}); one run is one "
+            "profile: verify each profile's hosts from an inventory of their own"
+        )
+    try:
+        return [(scope, domains.scope_hosts(grouped["domains"], scope, options.nodes)) for scope in options.nvlink]
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 def default_output() -> Path:
     """A new run directory under the state directory (never the current one), pruned like apply's and drift's."""
     return runs.default_artifacts("verify")
@@ -91,8 +133,11 @@ def runner_env() -> dict[str, str]:
     return runs.base_env(host_key_checking=False)
 
 
-def extra_vars(options: Options, tier: str, results_dir: Path) -> dict[str, Any]:
-    """The playbook's extra variables for one tier (they win over the inventory's)."""
+def extra_vars(
+    options: Options, tier: str, results_dir: Path, scope: str | None = None, hosts: list[str] | None = None
+) -> dict[str, Any]:
+    """The playbook's extra variables for one tier, or one --nvlink scope's run on its hosts (they win over the
+    inventory's)."""
     variables: dict[str, Any] = {
         "gpufabric_verify_tier": tier,
         "gpufabric_verify_results_dir": str(results_dir.resolve()),
@@ -101,7 +146,10 @@ def extra_vars(options: Options, tier: str, results_dir: Path) -> dict[str, Any]
     }
     if options.collectives:
         variables["gpufabric_verify_collectives"] = list(options.collectives)
-    if options.nodes:
+    if hosts:
+        # Exactly these hosts (a host pattern): a scope's selection is already cut to --nodes.
+        variables |= {"gpufabric_verify_hosts": ",".join(hosts), "gpufabric_verify_scope": scope}
+    elif options.nodes:
         variables["gpufabric_verify_nodes"] = options.nodes
     files = [str(path.resolve()) for path in fabric_catalog.override_files(options.catalog_files)]
     if files:
@@ -150,22 +198,25 @@ def run_tier(
     results_dir: Path,
     progress: Progress,
     playbook: Path | None = None,
+    scope: str | None = None,
+    hosts: list[str] | None = None,
 ) -> list[str]:
-    """Run the verify playbook for one tier into results_dir; the errors of a play that broke."""
+    """Run the verify playbook for one tier (or one --nvlink scope on its hosts) into results_dir; the errors of a
+    play that broke."""
     import ansible_runner
 
     results_dir.mkdir(parents=True, exist_ok=True)
     inventory = str(options.inventory)
     if Path(inventory).exists():
         inventory = str(Path(inventory).resolve())
-    events = _Events(tier, progress)
+    events = _Events(report.tier_label(tier, scope), progress)
     book = playbook or collection_root() / "playbooks" / "verify.yml"
     with tempfile.TemporaryDirectory(prefix="gpufabric-verify-") as private_dir:
         runner = ansible_runner.run(
             private_data_dir=private_dir,
             playbook=str(book.resolve()),
             inventory=inventory,
-            extravars=extra_vars(options, tier, results_dir),
+            extravars=extra_vars(options, tier, results_dir, scope, hosts),
             envvars=runner_env(),
             cmdline=shlex.join(options.args.cmdline()) or None,
             passwords=playbook_args.passwords(options.args),
@@ -220,13 +271,20 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
             raise UserError("give -i INVENTORY to run nccl-tests, or --from-results DIR to judge earlier results")
         output = options.output or default_output()
         tiers = options.tiers or ["best"]
+        # (label, tier, scope, hosts): a tier over the inventory, or each --nvlink scope of tier best on its hosts.
+        planned: list[tuple[str, str, str | None, list[str] | None]] = [(tier, tier, None, None) for tier in tiers]
+        if options.nvlink:
+            scopes = nvlink_runs(options, tiers)
+            planned = [(report.tier_label("best", scope), "best", scope, hosts) for scope, hosts in scopes]
+            tiers = [label for label, *_rest in planned]
         _prepare_output(output, tiers)
         root = output
-        for tier in tiers:
-            progress(f"[{tier}] running playbooks/verify.yml; results in {output / tier}")
-            errors = run_tier(options, tier, output / tier, progress, playbook)
+        for label, tier, scope, hosts in planned:
+            on = f" on {', '.join(hosts)}" if hosts else ""
+            progress(f"[{label}] running playbooks/verify.yml{on}; results in {output / label}")
+            errors = run_tier(options, tier, output / label, progress, playbook, scope, hosts)
             if errors:
-                tier_errors[tier] = errors
+                tier_errors[label] = errors
     built = report.build(
         root,
         catalog,

@@ -93,3 +93,35 @@ def has_errors(domains: dict[str, Any]) -> bool:
     """Whether group()'s result holds an error finding (the fleet's or a domain's)."""
     findings = [*domains["findings"], *(f for entry in domains["domains"].values() for f in entry["findings"])]
     return any(finding["severity"] == "error" for finding in findings)
+
+
+# `gpufabric verify --nvlink`: a run within one NVLink domain (judged by the profile's nvlink.thresholds) and a run
+# across domains, one host from each, so that every byte crosses the scale-out fabric (bandwidth.thresholds).
+SCOPES = ("within", "across")
+
+
+def scope_hosts(domains: dict[str, Any], scope: str, nodes: int | None = None) -> list[str]:
+    """The hosts of one scope's run, from group()'s "domains": ``within`` the members of the largest domain (the
+    first by name among equals), ``across`` the first member of each domain; the first ``nodes`` of them when given.
+    ValueError naming what is missing when the fleet cannot hold such a run."""
+    if scope not in SCOPES:
+        raise ValueError(f"--nvlink {scope!r} is not a scope; accepted: {', '.join(SCOPES)}")
+    if not domains:
+        raise ValueError(
+            f"--nvlink {scope}: no host of the inventory is in an NVLink domain (a multi-node NVLink profile with "
+            f"host var {DOMAIN_VAR})"
+        )
+    if scope == "within":
+        name = max(sorted(domains), key=lambda domain: len(domains[domain]["members"]))
+        hosts = list(domains[name]["members"])
+        where = f"domain {name} has {len(hosts)} host(s)"
+    else:
+        hosts = [entry["members"][0] for _domain, entry in sorted(domains.items())]
+        where = f"the inventory has {len(hosts)} NVLink domain(s)"
+    hosts = hosts[:nodes] if nodes else hosts
+    if len(hosts) < 2:
+        raise ValueError(
+            f"--nvlink {scope}: a run {'within one domain' if scope == 'within' else 'across domains'} needs two "
+            f"hosts or more, and {where}{' (--nodes ' + str(nodes) + ')' if nodes else ''}"
+        )
+    return hosts
