@@ -19,8 +19,10 @@ from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_ch
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # Public key the CUDA repositories are signed with (3bf863cc.pub in each repository directory).
 CUDA_REPO_KEY_FILE = "3bf863cc.pub"
-# The source file and keyring the roles write.
+# The source file and keyring the roles write, and who the source file's header says manages it: both roles write the
+# same file, so it names both (a header per role would rewrite the file at every run).
 CUDA_REPO_NAME = "gpufabric-cuda"
+CUDA_REPO_MANAGED_BY = "roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl"
 # The key NVIDIA publishes as 3bf863cc.pub (the roles' default <role>_cuda_repo_key_fingerprints, with its source in
 # roles/nvidia_driver/defaults/main.yml); used when a caller leaves the setting out.
 CUDA_REPO_KEY_FINGERPRINTS = ["EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"]
@@ -99,6 +101,8 @@ def _key(key: str, settings: dict[str, Any], role: str) -> supply_chain.RepoKey:
 def _repository(url: str, key: str, settings: dict[str, Any]) -> supply_chain.Repository:
     suites = [str(suite) for suite in settings.get("cuda_repo_suites") or ["/"]]
     components = [str(component) for component in settings.get("cuda_repo_components") or []]
-    repository = supply_chain.repository(CUDA_REPO_NAME, url, suites[0], _keyring(key), components)
+    repository = supply_chain.repository(
+        CUDA_REPO_NAME, url, suites[0], _keyring(key), components, managed_by=CUDA_REPO_MANAGED_BY
+    )
     repository["suites"] = suites
     return repository

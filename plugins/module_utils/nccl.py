@@ -10,10 +10,10 @@ what the role hands to repo_key and vendor_packages unchanged.
 - install: both packages at the pin, from NVIDIA's CUDA repository (the source nvidia_driver writes too,
   cuda_repo.py), pinned in APT preferences and held. Ubuntu's multiverse ships packages of the same names (noble:
   libnccl2 2.18.5-1-2), so only the full ``X-1+cudaY.Z`` version selects NVIDIA's build.
-- adopt: the image's libnccl2 (Azure's and Nebius's images build their own packages of NVIDIA's form) at the minimum
-  or newer is held at its installed version, libnccl-dev with it; libnccl-dev missing is installed at libnccl2's
-  version. An image without libnccl2 gets install mode's packages; one older than the minimum is refused, naming the
-  way out. The hold and the preferences file are the same in both modes, so a host moves between them in one run.
+- adopt: the image's libnccl2 (Azure's HPC image builds its own packages of NVIDIA's form) at the minimum or newer
+  is held at its installed version, libnccl-dev with it; libnccl-dev missing is installed at libnccl2's version.
+  An image without libnccl2 gets install mode's packages; one older than the minimum is refused, naming the way out.
+  The hold and the preferences file are the same in both modes, so a host moves between them in one run.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class NcclPlan(TypedDict):
     minimum: str  # the oldest NCCL adopt mode keeps
     source: str  # where the pin comes from: the catalog's basis, or the inventory variable
     packages: dict[str, str]  # package -> exact version the role installs or holds
-    cuda_repo_url: str  # '' when nothing is installed from the repository (adopt mode with both packages shipped)
+    cuda_repo_url: str  # '' when the role configures no repository (adopt mode: a build not of NVIDIA's form)
     supply: list[PackageStep]  # what the tasks hand to repo_key and vendor_packages, in order
     adopt: Adoption
 

@@ -33,7 +33,11 @@ class RepoKey(TypedDict):
     checksum: str  # sha256:<hex> of the key file, for keys without fingerprints to pin; '' for none
 
 
-class Repository(TypedDict):
+class _RepositoryOwner(TypedDict, total=False):
+    managed_by: str  # who manages the source file, when several roles configure it (absent: the configuring role)
+
+
+class Repository(_RepositoryOwner):
     """vendor_packages' repositories[] option."""
 
     name: str
@@ -97,8 +101,9 @@ def repository(
     signed_by: str,
     components: list[str] | None = None,
     architectures: list[str] | None = None,
+    managed_by: str = "",
 ) -> Repository:
-    return {
+    source: Repository = {
         "name": name,
         "uris": [uri],
         "suites": [suite],
@@ -106,6 +111,9 @@ def repository(
         "architectures": list(architectures or []),
         "signed_by": signed_by,
     }
+    if managed_by:
+        source["managed_by"] = managed_by
+    return source
 
 
 def key(

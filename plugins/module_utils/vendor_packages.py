@@ -62,6 +62,7 @@ class Repository:
     components: tuple[str, ...]
     architectures: tuple[str, ...]
     signed_by: str
+    managed_by: str = ""  # the source file's header: who manages it ('' for the request's managed_by)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ def parse_repository(entry: dict[str, Any]) -> Repository:
         components=_strings(entry.get("components"), f"{where}.components", False),
         architectures=_strings(entry.get("architectures"), f"{where}.architectures", False),
         signed_by=signed_by,
+        managed_by=str(entry.get("managed_by") or ""),
     )
 
 

@@ -36,7 +36,7 @@ EXACT_DEPENDENCY = re.compile(r"([a-z0-9][a-z0-9+.-]+)(?::[a-z0-9]+)? \(= ([^)]+
 
 def sources_file(repository: Repository, managed_by: str) -> str:
     lines = [
-        f"# Managed by gpufabric ({managed_by}): local edits are overwritten.",
+        f"# Managed by gpufabric ({repository.managed_by or managed_by}): local edits are overwritten.",
         "Types: deb",
         f"URIs: {' '.join(repository.uris)}",
         f"Suites: {' '.join(repository.suites)}",

@@ -64,6 +64,13 @@ options:
             C(.gpg) (binary), as installed by M(gpufabric.cluster.repo_key).
         type: path
         required: true
+      managed_by:
+        description:
+          - Who manages the source file, in its header; empty takes O(managed_by).
+          - A repository several roles configure (NVIDIA's CUDA repository - nvidia_driver and nccl) names them all,
+            so that each role writes the same file.
+        type: str
+        default: ""
   packages:
     description:
       - The packages, from the repositories above or the distribution's. Each is installed at its exact
@@ -243,6 +250,7 @@ ARGUMENT_SPEC = {
             "components": {"type": "list", "elements": "str", "default": []},
             "architectures": {"type": "list", "elements": "str", "default": []},
             "signed_by": {"type": "path", "required": True},
+            "managed_by": {"type": "str", "default": ""},
         },
     },
     "packages": {

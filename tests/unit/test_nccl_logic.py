@@ -248,3 +248,28 @@ def test_the_parser_reads_the_nccl_the_launching_rank_loaded():
     banner = "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22705\n"
     assert parser.parse_runs(banner)[0]["nccl_version"] == "2.27.5"
     assert parser.parse_runs("host:1:1 [0] NCCL INFO x\nNCCL version 2.23.4+cuda12.6\n")[0]["nccl_version"] == "2.23.4"
+
+
+def test_nvidia_driver_and_nccl_write_one_cuda_source_file_alike():
+    """Both roles configure NVIDIA's CUDA repository: the same source, key and header, or each run of site.yml would
+    rewrite the file the other wrote."""
+    driver = module_utils("nvidia_driver")
+    settings = {"source": "cuda_repo", "branch": "570", "version": "570.133.20", "kernel_modules": "open"}
+    facts = recorded_facts("ubuntu2204", kernel="6.8.0-1015-gcp")
+    driver_supply = driver.plan({**settings, "gpu_model": "H100-SXM-80GB"}, None, facts)["supply"]
+    (nccl_step,) = plan(facts=facts)["supply"]
+    assert driver_supply[-1]["repositories"] == nccl_step["repositories"]
+    (driver_key,) = [key for step in driver_supply for key in step["keys"]]
+    (nccl_key,) = nccl_step["keys"]
+    assert (driver_key["dest"], driver_key["url"], driver_key["fingerprints"]) == (
+        nccl_key["dest"],
+        nccl_key["url"],
+        nccl_key["fingerprints"],
+    )
+    apt = module_utils("vendor_packages_apt")
+    vendor = module_utils("vendor_packages")
+    request = {"repositories": nccl_step["repositories"], "packages": [], "managed_by": "role gpufabric.cluster.nccl"}
+    (source,) = vendor.parse_request(request).repositories
+    assert apt.sources_file(source, "role gpufabric.cluster.nccl").startswith(
+        "# Managed by gpufabric (roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl)"
+    )

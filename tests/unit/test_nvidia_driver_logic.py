@@ -278,6 +278,8 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
         "components": [],
         "architectures": [],
         "signed_by": keyring,
+        # nvidia_driver and nccl write the one source file: its header names both.
+        "managed_by": "roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl",
     }
     # First the running kernel's headers, from the distribution's archive, with the CUDA key and source.
     assert headers == {
