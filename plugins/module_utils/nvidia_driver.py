@@ -16,14 +16,7 @@ from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
-from ansible_collections.gpufabric.cluster.plugins.module_utils.cuda_repo import (  # noqa: F401  # the role's names
-    CUDA_REPO_BASE,
-    CUDA_REPO_KEY_FILE,
-    CUDA_REPO_KEY_FINGERPRINTS,
-    CUDA_REPO_NAME,
-    cuda_repo_url,
-    family,
-)
+from ansible_collections.gpufabric.cluster.plugins.module_utils.cuda_repo import CUDA_REPO_NAME, family
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import AptPin, PackagePin, PackageStep
 
 # Oldest driver branch that supports each GPU generation (first branch with the GPU in its support list).

@@ -17,6 +17,7 @@ from tests.conftest import package_facts
 from tests.unit import test_nvidia_driver_logic
 
 nd = module_utils("nvidia_driver")
+cuda_repo = module_utils("cuda_repo")
 adopt = module_utils("adopt")
 supply_chain = module_utils("supply_chain")
 
@@ -38,7 +39,7 @@ GCP_LIKE = {
 OTHERS = {"nvidia-modprobe": "575.57.08-0ubuntu1", "libnvidia-egl-wayland1": "1:1.1.9-1.1", "bash": "5.1-6ubuntu1"}
 # install mode's settings of the driver's own tests, in adopt mode
 SETTINGS = {**test_nvidia_driver_logic.SETTINGS, "mode": "adopt"}
-CUDA_2204 = f"{nd.CUDA_REPO_BASE}/ubuntu2204/x86_64/"
+CUDA_2204 = f"{cuda_repo.CUDA_REPO_BASE}/ubuntu2204/x86_64/"
 
 
 def plan(installed: dict[str, str] | None, target: str = "ubuntu2204", **settings: object) -> dict:
@@ -269,7 +270,7 @@ def test_debian_cuda_repository_gives_fabric_manager_its_revision():
     shipped = {"nvidia-open": "595.71.05-1", "nvidia-kernel-open-dkms": "595.71.05-1"}
     result = plan(shipped, "debian13", branch="595", version="595.71.05")
     assert names(result["supply"][-1]) == {"nvidia-fabricmanager": "595.71.05-1"}
-    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/debian13/x86_64/"
+    assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/debian13/x86_64/"
 
 
 def test_packages_not_read_plan_the_headers_only_and_say_where_they_are_read():

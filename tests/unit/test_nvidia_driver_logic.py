@@ -15,6 +15,7 @@ from gpufabric.collection import _import_plugins, module_utils
 from tests import conftest
 
 nd = module_utils("nvidia_driver")
+cuda_repo = module_utils("cuda_repo")
 nd_filter = _import_plugins("filter", "nvidia_driver_plan")
 
 BASE = {
@@ -109,7 +110,7 @@ def test_distro_source_not_on_rhel():
     ],
 )
 def test_cuda_repo_url(distribution, version, arch, expected):
-    assert nd.cuda_repo_url(distribution, version, arch) == f"{nd.CUDA_REPO_BASE}/{expected}"
+    assert cuda_repo.cuda_repo_url(distribution, version, arch) == f"{cuda_repo.CUDA_REPO_BASE}/{expected}"
 
 
 @pytest.mark.parametrize(
@@ -127,7 +128,7 @@ def test_the_cuda_repository_follows_the_facts_ansible_gathers(target, tag):
     """The facts ansible-core gathered from each OS's real release files (Ubuntu's major version is "22")."""
     settings = {key: value for key, value in BASE.items() if key not in FACT_KEYS}
     result = nd.plan(settings, None, conftest.recorded_facts(target))
-    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/{tag}/x86_64/", result["errors"]
+    assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/{tag}/x86_64/", result["errors"]
 
 
 def test_hold_method_and_initramfs_per_os():
@@ -217,7 +218,7 @@ SETTINGS = {
     "extra_packages": {},
     "bake": False,
     "bake_kernels": [],
-    "cuda_repo_base": nd.CUDA_REPO_BASE,
+    "cuda_repo_base": cuda_repo.CUDA_REPO_BASE,
     "cuda_repo_url": "",
     "cuda_repo_key": "",
     "cuda_repo_key_fingerprints": [FINGERPRINT],
@@ -269,7 +270,7 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
     result = nd.plan({**SETTINGS, "extra_packages": {"nvidia-persistenced": ""}}, None, recorded_facts(target))
     assert result["errors"] == [] and result["warnings"] == []
     headers, driver_step = result["supply"]
-    url = f"{nd.CUDA_REPO_BASE}/{tag}/x86_64/"
+    url = f"{cuda_repo.CUDA_REPO_BASE}/{tag}/x86_64/"
     keyring = "/etc/apt/keyrings/gpufabric-cuda.asc"
     repository = {
         "name": "gpufabric-cuda",
@@ -318,7 +319,7 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
 def test_rhel_keeps_its_repository_and_names_without_apt_revisions():
     result = nd.plan(SETTINGS, None, recorded_facts("rocky9", architecture="aarch64"))
     assert result["errors"] == [] and result["lock"] == "dnf_versionlock"
-    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/rhel9/sbsa/"
+    assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/rhel9/sbsa/"
     (step,) = result["supply"]  # no linux-headers on RHEL (kernel-devel is not this role's yet)
     assert packages_of(step) == {"nvidia-open": "570.133.20", "nvidia-fabric-manager": "570.133.20"}
 
@@ -452,7 +453,7 @@ def test_imex_is_pinned_and_held_at_the_driver_version_like_fabric_manager():
     assert result["imex_package"] == "nvidia-imex"
     assert result["pinned"] == ["nvidia-open", "nvidia-imex"]
     assert result["versions"]["nvidia-imex"] == "580.126.20-1"
-    assert result["cuda_repo_url"] == f"{nd.CUDA_REPO_BASE}/ubuntu2404/sbsa/"
+    assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/ubuntu2404/sbsa/"
     driver_step = result["supply"][-1]
     assert {package["name"]: package["hold"] for package in driver_step["packages"]}["nvidia-imex"] is True
 
