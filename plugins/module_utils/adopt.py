@@ -17,6 +17,7 @@ adopted stack.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, MutableMapping
 from typing import Any, TypedDict
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
@@ -50,6 +51,22 @@ def adoption(
         "missing": list(missing or []),
         "refused": refused,
     }
+
+
+class Refused(ValueError):
+    """Adopt mode: what the image ships is not accepted (the role installs nothing and changes nothing)."""
+
+
+def settle(plan: MutableMapping[str, Any], decide: Callable[[], dict[str, Any]]) -> None:
+    """Fill a role's plan with what ``decide`` returns; a ValueError (a bad input) becomes the plan's one error, and a
+    Refused also adopt mode's refusal, so that `gpufabric plan` shows why the image's stack was not adopted."""
+    try:
+        plan.update(decide())
+    except Refused as exc:
+        plan["errors"] = [str(exc)]
+        plan["adopt"] = adoption("adopt", known=True, refused=str(exc))
+    except ValueError as exc:
+        plan["errors"] = [str(exc)]
 
 
 def mode_error(mode: str, variable: str) -> str | None:

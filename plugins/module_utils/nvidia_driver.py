@@ -265,18 +265,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "apt_pins": [],
         "adopt": adopt.adoption(),
     }
-    try:
-        result.update(_decide(settings, facts))  # type: ignore[typeddict-item]  # _decide returns the same keys
-    except Refused as exc:
-        result["errors"] = [str(exc)]
-        result["adopt"] = adopt.adoption("adopt", known=True, refused=str(exc))
-    except ValueError as exc:
-        result["errors"] = [str(exc)]
+    adopt.settle(result, lambda: _decide(settings, facts))  # type: ignore[arg-type]  # a TypedDict is a mapping
     return result
-
-
-class Refused(ValueError):
-    """Adopt mode: what the image ships is not accepted (the role installs nothing and changes nothing)."""
 
 
 def _check(error: str | None) -> None:
@@ -457,12 +447,12 @@ def _adopt(
         {f"{other} {version}" for other, version in carriers.items() if upstream_version(version) != shipped}
     )
     if others:
-        raise Refused(
+        raise adopt.Refused(
             f"{MODE_VARIABLE} 'adopt': the image carries more than one driver ({name} {installed_version}, "
             f"{', '.join(others)}); accepted: one driver version; {MODE_VARIABLE} 'install' replaces them"
         )
     if shipped.split(".", 1)[0] != branch or adopt.version_numbers(shipped) < adopt.version_numbers(floor):
-        raise Refused(
+        raise adopt.Refused(
             f"{MODE_VARIABLE} 'adopt': the image's driver {name} {installed_version} (driver {shipped}) is not "
             f"accepted; accepted: branch {branch} (nvidia_driver_branch) at {floor} or newer (nvidia_driver_version, "
             f"the floor in adopt mode); {MODE_VARIABLE} 'install' replaces it"
@@ -474,7 +464,7 @@ def _adopt(
     }
     for package, version in installed.items():
         if re.fullmatch(FABRICMANAGER, package) and package not in found:
-            raise Refused(
+            raise adopt.Refused(
                 f"{MODE_VARIABLE} 'adopt': the image's {package} {version} does not match its driver {name} "
                 f"{installed_version}: fabric manager runs only at the driver's exact version; accepted: "
                 f"{package} at {shipped}; {MODE_VARIABLE} 'install' replaces both"
@@ -496,7 +486,7 @@ def _adopt(
         elif pin in ("", present):
             adopted[package] = present
         else:
-            raise Refused(
+            raise adopt.Refused(
                 f"nvidia_driver_extra_packages: {package} '{pin}' differs from the image's {package} {present}; "
                 f"accepted in adopt mode: '' or {present} (the image's is adopted); {MODE_VARIABLE} 'install' "
                 "installs the version given"
@@ -554,7 +544,7 @@ def _adopt(
         # is not built from the driver's source): only the operator can give it.
         unversioned = [package for package, pin in wanted.items() if not pin]
         if unversioned:
-            raise Refused(
+            raise adopt.Refused(
                 f"{MODE_VARIABLE} 'adopt': the image lacks {', '.join(unversioned)}, and from the distribution "
                 f"(nvidia_driver_source 'distro') its exact version cannot be derived from the driver's {shipped}; "
                 "accepted: the exact version in nvidia_driver_extra_packages (name: version, as apt-cache madison "
