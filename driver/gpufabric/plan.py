@@ -42,21 +42,29 @@ def fleet_plan(
         except planner.PlanError as exc:
             raise UserError(str(exc)) from None
     catalog = fabric_catalog.load(catalog_files)
-    roles_present = planner.available_roles()
-    hosts: dict[str, Any] = {}
     raw_vars = host_vars(inventory)
     inventory_vars = {name: as_play_sees(variables) for name, variables in raw_vars.items()}
-    for name, variables in sorted(inventory_vars.items()):
-        try:
-            hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
-        except planner.PlanError as exc:  # a host var of the wrong type, or an unknown tier
-            raise UserError(f"host {name}: {exc}") from None
+    hosts = host_plans(inventory_vars, catalog, tier)
     answers = hardware_probe.gather(inventory) if probe else {}
     for name, host in hosts.items():
         if probe:
             hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
         host["supply"] = _supply(name, host, raw_vars[name], answers.get(name) if probe else None)
     return {"hosts": hosts, "nvlink": plugin_utils("nvlink_domains").group(hosts)}
+
+
+def host_plans(inventory_vars: dict[str, dict[str, Any]], catalog: Any, tier: str | None = None) -> dict[str, Any]:
+    """Each host's plan (fabric_plan.plan_host) from its variables as a play sees them, sorted by name; a bad host var
+    is one UserError naming the host."""
+    planner = plugin_utils("fabric_plan")
+    roles_present = planner.available_roles()
+    hosts: dict[str, Any] = {}
+    for name, variables in sorted(inventory_vars.items()):
+        try:
+            hosts[name] = planner.plan_host(variables, catalog, tier=tier, roles_present=roles_present)
+        except planner.PlanError as exc:  # a host var of the wrong type, or an unknown tier
+            raise UserError(f"host {name}: {exc}") from None
+    return hosts
 
 
 def has_problems(plan: dict[str, Any], probed: bool) -> bool:

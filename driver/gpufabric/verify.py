@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import catalog as fabric_catalog
+from gpufabric import plan as fleet_plan
 from gpufabric import playbook_args, plot, report, runs
 from gpufabric.collection import collection_root, module_utils, plugin_utils
 from gpufabric.errors import UserError
@@ -97,14 +98,8 @@ def nvlink_runs(options: Options, tiers: list[str]) -> list[tuple[str, list[str]
     """(scope, hosts) of each --nvlink scope, from the inventory's NVLink domains as `gpufabric plan` groups them."""
     if tiers != ["best"] or options.compare:
         raise UserError("--nvlink runs tier best within and across NVLink domains; give it without --tier or --compare")
-    planner = plugin_utils("fabric_plan")
-    catalog = fabric_catalog.load(options.catalog_files)
-    plans = {}
-    for name, variables in host_vars(str(options.inventory)).items():
-        try:
-            plans[name] = planner.plan_host(as_play_sees(variables), catalog)
-        except planner.PlanError as exc:
-            raise UserError(f"host {name}: {exc}") from None
+    inventory_vars = {name: as_play_sees(variables) for name, variables in host_vars(str(options.inventory)).items()}
+    plans = fleet_plan.host_plans(inventory_vars, fabric_catalog.load(options.catalog_files))
     domains = plugin_utils("nvlink_domains")
     grouped = domains.group(plans)
     if domains.has_errors(grouped):
