@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, nvidia_driver, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackageStep
 
@@ -52,6 +52,11 @@ def upstream(version: str) -> str:
     return version.split(":", 1)[-1].split("-", 1)[0].split("+", 1)[0]
 
 
+def minimum_of(section: dict[str, Any]) -> str:
+    """The oldest NCCL a catalog nccl section (or the plan's) accepts: its minimum, else its pin's own version."""
+    return str(section.get("minimum") or "") or upstream(str(section["version"]))
+
+
 def cuda_release(version: str) -> tuple[int, int] | None:
     """The CUDA release an NVIDIA package version was built with: '2.27.5-1+cuda12.9' -> (12, 9)."""
     match = PACKAGE_VERSION.match(version)
@@ -76,10 +81,6 @@ class NcclPlan(TypedDict):
     adopt: Adoption
 
 
-class Refused(ValueError):
-    """Adopt mode: the image's NCCL is not accepted (the role installs nothing and changes nothing)."""
-
-
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> NcclPlan:
     """Everything the role installs or holds, from its settings (its variables without the ``nccl_`` prefix), the
     host's plan (the catalog's ``nccl``: version, minimum, source) and facts (distribution, distribution_version,
@@ -96,13 +97,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "supply": [],
         "adopt": adopt.adoption(),
     }
-    try:
-        result.update(_decide(settings, host_plan or {}, facts))  # type: ignore[typeddict-item]  # same keys
-    except Refused as exc:
-        result["errors"] = [str(exc)]
-        result["adopt"] = adopt.adoption("adopt", known=True, refused=str(exc))
-    except ValueError as exc:
-        result["errors"] = [str(exc)]
+    adopt.settle(result, lambda: _decide(settings, host_plan or {}, facts))  # type: ignore[arg-type]  # a TypedDict is a mapping
     return result
 
 
@@ -126,7 +121,7 @@ def _pin(settings: dict[str, Any], host_plan: dict[str, Any]) -> tuple[str, str,
     error = package_version_error(version, where)
     if error:
         raise ValueError(error)
-    minimum = str(settings.get("minimum") or "") or str(catalog.get("minimum") or "") or upstream(version)
+    minimum = str(settings.get("minimum") or "") or minimum_of({**catalog, "version": version})
     if not UPSTREAM_VERSION.match(minimum):
         raise ValueError(f"nccl_minimum '{minimum}' is not an NCCL version; accepted: X.Y.Z such as 2.25.2")
     if older(version, minimum):
@@ -177,19 +172,19 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
     if shipped is None:
         return install | {"adopt": adopt.adoption("adopt", known=True, missing=list(PACKAGES))}
     if older(shipped, minimum):
-        raise Refused(
+        raise adopt.Refused(
             f"{MODE_VARIABLE} 'adopt': the image's {LIBRARY} {shipped} (NCCL {upstream(shipped)}) is older than "
             f"{minimum}, the oldest NCCL this host's fabric takes; accepted: {minimum} or newer; {MODE_VARIABLE} "
             f"'install' replaces it with {version}"
         )
     headers = installed.get(HEADERS)
     if headers is not None and headers != shipped:
-        raise Refused(
+        raise adopt.Refused(
             f"{MODE_VARIABLE} 'adopt': the image's {HEADERS} {headers} does not match its {LIBRARY} {shipped}; "
             f"accepted: both at one version; {MODE_VARIABLE} 'install' installs both at {version}"
         )
     if headers is None and not PACKAGE_VERSION.match(shipped):
-        raise Refused(
+        raise adopt.Refused(
             f"{MODE_VARIABLE} 'adopt': the image lacks {HEADERS}, and its {LIBRARY} {shipped} is not NVIDIA's build, "
             f"so NVIDIA's CUDA repository has no {HEADERS} to match it; accepted: an image with both packages, or "
             f"{MODE_VARIABLE} 'install' (installs both at {version})"
@@ -233,15 +228,10 @@ BLACKWELL_CUDA = (12, 8)
 MNNVL_MINIMUM = "2.25.2"
 
 
-def _generation(gpu_model: str) -> str:
-    match = re.match(r"^([A-Z]+\d+)", gpu_model.upper())
-    return match.group(1) if match else ""
-
-
 def floors(gpu_model: str, multi_node_nvlink: bool) -> list[tuple[str, str]]:
     """(oldest NCCL, why) for the GPU model and, with ``multi_node_nvlink``, an NVLink domain across hosts."""
     found = []
-    if _generation(gpu_model) in BLACKWELL:
+    if nvidia_driver.gpu_generation(gpu_model) in BLACKWELL:
         found.append((BLACKWELL_MINIMUM, f"{gpu_model} (Blackwell, sm_100: NCCL 2.25.1 built with CUDA 12.8)"))
     if multi_node_nvlink:
         found.append((MNNVL_MINIMUM, "multi-node NVLink (NVIDIA: GB200 MNNVL from NCCL 2.25.2)"))
@@ -250,7 +240,7 @@ def floors(gpu_model: str, multi_node_nvlink: bool) -> list[tuple[str, str]]:
 
 def gpu_cuda(gpu_model: str) -> tuple[tuple[int, int], str] | None:
     """(oldest CUDA release an NCCL build must come from, why) for the GPU model, or None."""
-    if _generation(gpu_model) in BLACKWELL:
+    if nvidia_driver.gpu_generation(gpu_model) in BLACKWELL:
         return BLACKWELL_CUDA, f"{gpu_model} (Blackwell) runs NCCL builds of CUDA 12.8 or newer (sm_100)"
     return None
 

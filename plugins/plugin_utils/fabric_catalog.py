@@ -440,7 +440,7 @@ def _check_nccl(profile: dict[str, Any], path: str, source: str) -> None:
     pin = profile.get("nccl")
     if pin is None:
         return
-    minimum = pin.get("minimum") or nccl.upstream(pin["version"])
+    minimum = nccl.minimum_of(pin)
     if nccl.older(pin["version"], minimum):
         raise CatalogError(source, f"{path}.nccl.version", f"{pin['version']} is older than nccl.minimum {minimum}")
     for floor, why in nccl.floors(profile["gpu"]["model"], "nvlink" in profile):
@@ -829,6 +829,10 @@ def _merge(base: dict[str, Any], base_from: Any, over: dict[str, Any], over_from
     return merged, merged_from
 
 
+# The sections a profile inherits from its fabric, merged key by key under its own.
+INHERITED = ("tiers", "nccl")
+
+
 def _inherit(
     profile: dict[str, Any], profile_from: Any, fabrics: dict[str, Any], fabrics_from: dict[str, Any]
 ) -> tuple[dict[str, Any], Any]:
@@ -842,22 +846,16 @@ def _inherit(
     if isinstance(fabric, str) and fabric in fabrics and isinstance(tiers, dict):
         profile = dict(profile)
         profile_from = dict(profile_from)
-        own = profile.get("nccl", {})
-        if "nccl" in fabrics[fabric] and isinstance(own, dict):
-            profile["nccl"], profile_from["nccl"] = _merge(
-                fabrics[fabric]["nccl"],
-                fabrics_from[fabric]["nccl"],
-                own,
-                profile_from.get("nccl", {}),
-                null_removes=False,
-            )
-        profile["tiers"], profile_from["tiers"] = _merge(
-            fabrics[fabric]["tiers"],
-            fabrics_from[fabric]["tiers"],
-            tiers,
-            profile_from.get("tiers", {}),
-            null_removes=False,
-        )
+        for section in INHERITED:
+            own = profile.get(section, {})
+            if section in fabrics[fabric] and isinstance(own, dict):
+                profile[section], profile_from[section] = _merge(
+                    fabrics[fabric][section],
+                    fabrics_from[fabric][section],
+                    own,
+                    profile_from.get(section, {}),
+                    null_removes=False,
+                )
         for tier_name, tier in profile["tiers"].items():
             env = tier.get("env") if isinstance(tier, dict) else None
             if isinstance(env, dict):

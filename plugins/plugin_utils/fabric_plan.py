@@ -175,7 +175,7 @@ def nccl_pin(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, str
         return None
     return {
         "version": pin["version"],
-        "minimum": pin.get("minimum") or nccl.upstream(pin["version"]),
+        "minimum": nccl.minimum_of(pin),
         "source": pin["source"],
     }
 
