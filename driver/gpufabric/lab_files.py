@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
 DEFAULT_NAME = "gpufabric-lab"
@@ -39,6 +40,8 @@ LEFT_OUT_REASONS = {
     "nccl": "installs from NVIDIA's CUDA repository, which a lab container cannot reach (molecule/nccl runs it "
     "against a TEST-DOUBLE one)",
     "nccl_tests": "needs CUDA (from nvidia_driver) to build and GPUs to run nccl-tests",
+    "host_tuning": "sets PCI bridges, NIC firmware and the kernel command line of real hardware (molecule/host_tuning "
+    "runs it over a SIMULATED tree with TEST-DOUBLE setpci, mstconfig and update-grub)",
 }
 UNPROVEN_REASON = "not proven in a lab container yet (gpufabric.lab_files.CONTAINER_ROLES lists those that are)"
 
@@ -125,7 +128,10 @@ def catalog_override(profile_name: str, profile: dict[str, Any]) -> dict[str, An
         tier: {"roles": [role for role in body.get("roles", []) if role in CONTAINER_ROLES]}
         for tier, body in profile.get("tiers", {}).items()
     }
-    return {"profiles": {profile_name: {"tiers": tiers}}}
+    # A section that configures a role the lab leaves out goes with it (the catalog refuses one without its role).
+    sections = plugin_utils("fabric_catalog").ROLE_SECTIONS
+    dropped = {section: None for section in sections if section in profile and section not in CONTAINER_ROLES}
+    return {"profiles": {profile_name: {"tiers": tiers, **dropped}}}
 
 
 def render_catalog_override(lab: Lab, override: dict[str, Any]) -> str:

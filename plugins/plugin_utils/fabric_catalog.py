@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufabric.cluster.plugins.module_utils import host_tuning, nccl
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
@@ -60,6 +60,7 @@ KNOWN_ROLES = (
     "aws_efa",
     "roce",
     "sriov",
+    "host_tuning",
     "imex",
     "nccl",
     "nccl_env",
@@ -310,6 +311,24 @@ NCCL_SCHEMA: dict[str, Any] = {
     "source": (_str, True),
 }
 
+
+def _governor(value: Any) -> str | None:
+    if isinstance(value, str) and host_tuning.GOVERNOR.match(value):
+        return None
+    return "must be a cpufreq governor name such as 'performance'"
+
+
+# Bare-metal host tuning (the host_tuning role): each key present is a setting the role applies, absent is one it
+# leaves alone; the inventory's host_tuning_<key> overrides it. The basis of the values is the source.
+HOST_TUNING_SCHEMA: dict[str, Any] = {
+    "acs": (_choice(host_tuning.CHOICES["acs"]), False),
+    "iommu": (_choice(host_tuning.CHOICES["iommu"]), False),
+    "nic_pci_write_ordering": (_choice(host_tuning.CHOICES["nic_pci_write_ordering"]), False),
+    "cpu_governor": (_governor, False),
+    "irqbalance": (_choice(host_tuning.CHOICES["irqbalance"]), False),
+    "source": (_str, True),
+}
+
 PROFILE_SCHEMA: dict[str, Any] = {
     "cloud": (_choice(CLOUDS), True),
     "instance_type": (_instance_type, True),
@@ -378,6 +397,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
         },
         False,
     ),
+    "host_tuning": (HOST_TUNING_SCHEMA, False),
     "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
     "bandwidth": (
         {
@@ -467,27 +487,50 @@ def hosts_per_domain(profile: dict[str, Any]) -> int | None:
     return nvlink["domain_gpus"] // profile["gpu"]["count"] if nvlink else None
 
 
-SRIOV_NIC_KINDS = ("connectx_ib", "connectx_roce")
+CONNECTX_NIC_KINDS = ("connectx_ib", "connectx_roce")
+
+
+# Profile sections that configure the role of the same name: declared exactly where the best tier runs that role.
+ROLE_SECTIONS = ("sriov", "host_tuning")
+
+
+def _check_role_section(profile: dict[str, Any], section: str, path: str, source: str) -> None:
+    """A section that configures one role is declared exactly where the best tier runs that role (a tier naming the
+    role without it would run it with nothing to do; the section without the role would never be applied)."""
+    declared = section in profile
+    for tier_name, tier in profile["tiers"].items():
+        if section in tier["roles"] and not declared:
+            raise CatalogError(
+                source, f"{path}.tiers.{tier_name}.roles", f"names {section}, but the profile has no {section}: section"
+            )
+    if declared and section not in profile["tiers"]["best"]["roles"]:
+        raise CatalogError(source, f"{path}.{section}", f"is declared, but tiers.best.roles does not name {section}")
 
 
 def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
     """VFs are declared exactly where a tier runs the sriov role, on NICs that can carve them."""
-    declared = "sriov" in profile
-    for tier_name, tier in profile["tiers"].items():
-        if "sriov" in tier["roles"] and not declared:
-            raise CatalogError(
-                source, f"{path}.tiers.{tier_name}.roles", "names sriov, but the profile has no sriov: section"
-            )
-    if not declared:
+    _check_role_section(profile, "sriov", path, source)
+    if "sriov" not in profile:
         return
-    if "sriov" not in profile["tiers"]["best"]["roles"]:
-        raise CatalogError(source, f"{path}.sriov", "is declared, but tiers.best.roles does not name sriov")
     kind = profile["nics"]["gpu"]["kind"]
-    if kind not in SRIOV_NIC_KINDS:
+    if kind not in CONNECTX_NIC_KINDS:
         raise CatalogError(
             source,
             f"{path}.sriov",
-            f"nics.gpu.kind {kind!r} cannot carve virtual functions here; accepted: {', '.join(SRIOV_NIC_KINDS)}",
+            f"nics.gpu.kind {kind!r} cannot carve virtual functions here; accepted: {', '.join(CONNECTX_NIC_KINDS)}",
+        )
+
+
+def _check_host_tuning(profile: dict[str, Any], path: str, source: str) -> None:
+    """Host tuning is declared exactly where the best tier runs the role; mstconfig sets ConnectX firmware only."""
+    _check_role_section(profile, "host_tuning", path, source)
+    kind = profile["nics"]["gpu"]["kind"]
+    if "nic_pci_write_ordering" in profile.get("host_tuning", {}) and kind not in CONNECTX_NIC_KINDS:
+        raise CatalogError(
+            source,
+            f"{path}.host_tuning.nic_pci_write_ordering",
+            f"is ConnectX firmware (mstconfig), but nics.gpu.kind is {kind!r}; accepted with: "
+            f"{', '.join(CONNECTX_NIC_KINDS)}",
         )
 
 
@@ -566,6 +609,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
     _check_nvlink(profile, path, source)
     _check_nccl(profile, path, source)
     _check_sriov(profile, path, source)
+    _check_host_tuning(profile, path, source)
     _check_interface_naming(profile, path, source)
     for tier in profile["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}

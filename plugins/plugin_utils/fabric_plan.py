@@ -250,6 +250,7 @@ def plan_host(
             "architecture": None,
             "nvlink": None,
             "nccl": None,
+            "host_tuning": None,
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -297,6 +298,8 @@ def plan_host(
         "nvlink": nvlink_plan(profile, hostvars),
         # What the nccl role installs and holds, or the oldest NCCL it adopts (docs/catalog.md, "NCCL").
         "nccl": nccl_pin(profile, hostvars),
+        # The settings the host_tuning role applies unless the inventory overrides them (docs/catalog.md).
+        "host_tuning": copy.deepcopy(profile["host_tuning"]) if "host_tuning" in roles else None,
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,

@@ -33,7 +33,7 @@ def test_up_writes_a_lab_of_the_container_capable_roles(lab: LabUnderTest) -> No
     print(f"lab up: {lab.up_seconds:.1f}s")
     assert [host.name for host in made.hosts] == [f"{made.name}-1", f"{made.name}-2"]
     assert made.roles == ["fabric_facts", "rdma_stack", "infiniband", "sriov", "nccl_env"]
-    assert set(made.left_out) == {"nvidia_driver", "nccl", "nccl_tests"}
+    assert set(made.left_out) == {"host_tuning", "nvidia_driver", "nccl", "nccl_tests"}
     assert made.simulated_sriov
     loaded = local_lab.load(made.name, made.directory)  # lab.json: no live states
     assert [(host.name, host.port) for host in loaded.hosts] == [(host.name, host.port) for host in made.hosts]

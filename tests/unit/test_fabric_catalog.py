@@ -198,6 +198,32 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "must be an integer >= 1",
         ),
         (
+            "profiles:\n  gcp/a3-megagpu-8g:\n    host_tuning: {iommu: passthrough, source: x}\n",
+            "profiles.gcp/a3-megagpu-8g.host_tuning",
+            "tiers.best.roles does not name host_tuning",
+        ),
+        (
+            "profiles:\n  baremetal/hgx-h100-ib-ndr:\n    host_tuning: {acs: off, source: x}\n",
+            "profiles.baremetal/hgx-h100-ib-ndr.host_tuning.acs",
+            "False is not accepted; accepted: disabled",
+        ),
+        (
+            "profiles:\n  baremetal/hgx-h100-ib-ndr:\n    host_tuning: {cpu_governor: 'Turbo Boost', source: x}\n",
+            "profiles.baremetal/hgx-h100-ib-ndr.host_tuning.cpu_governor",
+            "must be a cpufreq governor name such as 'performance'",
+        ),
+        (
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    host_tuning: {iommu: passthrough}\n",
+            "profiles.gcp/a3-ultragpu-8g.host_tuning.source",
+            "missing required key",
+        ),
+        (
+            "profiles:\n  aws/p5.48xlarge:\n    host_tuning: {nic_pci_write_ordering: per_mkey, source: x}\n"
+            "    tiers: {best: {roles: [fabric_facts, host_tuning, aws_efa]}}\n",
+            "profiles.aws/p5.48xlarge.host_tuning.nic_pci_write_ordering",
+            "is ConnectX firmware (mstconfig), but nics.gpu.kind is 'efa'",
+        ),
+        (
             "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp192s20: eth0}}\n",
             "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
             "names one interface for two (each interface gets its own name)",
@@ -621,6 +647,13 @@ def _as_changed_since_b113656(snapshot: dict, current: dict) -> dict:
         profile["nccl"] = current[name]["nccl"]
         for tier in profile["tiers"].values():
             tier["roles"] = [role for old in tier["roles"] for role in (["nccl", old] if old == "nccl_env" else [old])]
+    # Issue 21: bare-metal host tuning (section host_tuning, held to its own tests below), its role right after
+    # fabric_facts in the best tier of the profiles that declare it.
+    for name, profile in snapshot.items():
+        if "host_tuning" in current[name]:
+            profile["host_tuning"] = current[name]["host_tuning"]
+            best = profile["tiers"]["best"]["roles"]
+            best.insert(best.index("fabric_facts") + 1, "host_tuning")
     # A new section (interface_naming) sits where the schema puts it; only env order reaches a host file.
     return {name: {key: profile[key] for key in current[name]} for name, profile in snapshot.items()}
 

@@ -53,6 +53,16 @@ def test_the_plan_carries_the_hardware_and_the_tiers_bandwidth_so_no_role_reads_
     assert "sriov" not in fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)["hardware"]
 
 
+def test_the_plan_carries_the_profiles_host_tuning_where_its_tier_runs_the_role(catalog):
+    name = "baremetal/gb200-nvl72-ib-ndr"
+    best = fabric_plan.plan_host({"gpufabric_profile": name}, catalog)
+    assert best["host_tuning"] == catalog.get(name)["host_tuning"]
+    assert best["host_tuning"]["irqbalance"] == "disabled" and "acs" not in best["host_tuning"]
+    # The standard tier does not run host_tuning; a cloud VM has no section at all.
+    assert fabric_plan.plan_host({"gpufabric_profile": name}, catalog, tier="standard")["host_tuning"] is None
+    assert fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)["host_tuning"] is None
+
+
 def test_explicit_profile_wins_over_cloud_and_type(catalog):
     hostvars = {
         "gpufabric_profile": "baremetal/hgx-h100-ib-ndr",

@@ -36,7 +36,7 @@ def a_lab(directory: Path, name: str = "gpufabric-labtest-unit", roles: list[str
 def test_split_roles_keeps_the_container_capable_ones_in_catalog_order():
     kept, left_out = lab_files.split_roles(catalog.get(PROFILE)["tiers"]["best"]["roles"])
     assert kept == ["fabric_facts", "rdma_stack", "infiniband", "sriov", "nccl_env"]
-    assert list(left_out) == ["nvidia_driver", "nccl", "nccl_tests"]
+    assert list(left_out) == ["host_tuning", "nvidia_driver", "nccl", "nccl_tests"]
     assert "GPU" in left_out["nvidia_driver"] and "CUDA" in left_out["nccl_tests"]
 
 
