@@ -15,9 +15,9 @@ task (``host_tuning__settings | gpufabric.cluster.host_tuning_plan(plan=gpufabri
 - cpu_governor: the cpufreq governor of every CPU (NVIDIA's base TuneD profile: ``governor=performance``).
 - irqbalance: the service enabled or disabled (Azure's GB200 images disable it).
 
-``parse_query`` and ``write_ordering`` read ``mstconfig -d <pci> -e q`` (Default, Current and Next Boot columns;
-mstflint's layout, as plugins/module_utils/sriov_firmware.py documents it). Stdlib only, Python 3.9 or newer: the
-role's filters import it on the controller.
+``write_ordering`` reads ``mstconfig -d <pci> -e q`` (Default, Current and Next Boot columns) with the sriov role's
+parser (plugins/module_utils/sriov_firmware.py, which documents mstflint's layout). Stdlib only: the role's filters
+import it on the controller.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from __future__ import annotations
 import posixpath
 import re
 from typing import Any
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov_firmware
 
 SETTINGS = ("acs", "iommu", "nic_pci_write_ordering", "cpu_governor", "irqbalance")
 UNMANAGED = "unmanaged"
@@ -173,55 +175,6 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
 
 # ---------------------------------------------------------------- mstconfig (mstflint)
 
-LINE = re.compile(r"^\s*\*?\s*(?P<key>[A-Z][A-Z0-9_]+)\s+(?P<values>\S.*?)\s*$")
-VALUE = re.compile(
-    r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<number>-?\d+)\)|(?P<bare>-?\d+)|(?P<word>[A-Za-z_]\w*))$"
-)
-
-
-def parse_value(text: str) -> dict[str, Any]:
-    """``per_mkey(0)`` -> {text, name: per_mkey, number: 0}; ``16`` -> number 16; ``ETH`` -> name ETH, number None."""
-    match = VALUE.match(text)
-    if not match:
-        return {"text": text, "name": None, "number": None}
-    if match.group("bare") is not None:
-        return {"text": text, "name": None, "number": int(match.group("bare"))}
-    if match.group("word") is not None:
-        return {"text": text, "name": match.group("word"), "number": None}
-    return {"text": text, "name": match.group("name"), "number": int(match.group("number"))}
-
-
-def parse_query(text: str) -> dict[str, dict[str, Any]]:
-    """Every setting of one ``mstconfig -d <pci> [-e] q`` output: key -> {default, current, next}.
-
-    With ``-e`` the table has Default, Current and Next Boot columns; without it only Next Boot (default and
-    current are then None). A setting the firmware hides is simply absent. Raises ValueError when the text has no
-    ``Configurations:`` table.
-    """
-    columns: list[str] | None = None
-    found: dict[str, dict[str, Any]] = {}
-    for line in text.splitlines():
-        if line.startswith("Configurations:"):
-            columns = ["default", "current", "next"] if "Default" in line else ["next"]
-            continue
-        match = LINE.match(line) if columns else None
-        if not match:
-            continue
-        values = match.group("values").split()
-        if len(values) < len(columns):
-            continue
-        # The last columns are the values (a value has no blanks); zip(strict=) is Python 3.10+.
-        parsed = dict(zip(columns, (parse_value(value) for value in values[-len(columns) :])))  # noqa: B905
-        found[match.group("key")] = {
-            "default": parsed.get("default"),
-            "current": parsed.get("current"),
-            "next": parsed["next"],
-        }
-    if columns is None:
-        raise ValueError("printed no 'Configurations:' table")
-    return found
-
-
 # The role queries every function in one task (one round trip, not one per NIC): each query's output, stderr
 # included, between a line "### <device>" and a line "### rc <exit status>".
 SECTION = re.compile(r"^### (?P<device>\S+)\n(?P<output>.*?)^### rc (?P<rc>\d+)$", re.M | re.S)
@@ -267,9 +220,9 @@ def write_ordering(device: str, text: str, wanted: str) -> dict[str, Any]:
     result = {"device": device, "shown": "", "hidden": False, "set_args": [], "reboot": "", "error": ""}
     number = WRITE_ORDERING[wanted]
     try:
-        entry = parse_query(text).get("PCI_WR_ORDERING")
-    except ValueError as problem:
-        result["error"] = f"mstconfig -d {device} -e q {problem}; accepted: mstflint's query of a ConnectX device"
+        entry = sriov_firmware.parse_query(text, device, keys=("PCI_WR_ORDERING",)).get("PCI_WR_ORDERING")
+    except sriov_firmware.FirmwareError as problem:
+        result["error"] = str(problem)
         return result
     if entry is None:
         result.update(shown="per_mkey(0) (hidden, the firmware default)", hidden=True)

@@ -57,8 +57,9 @@ def parse_value(text: str) -> dict[str, Any]:
     }
 
 
-def parse_query(text: str, device: str = "the device") -> dict[str, dict[str, Any]]:
-    """The SR-IOV settings of one ``mstconfig [-e] -d DEV q`` output: key -> {default, current, next}.
+def parse_query(text: str, device: str = "the device", keys: tuple[str, ...] = KEYS) -> dict[str, dict[str, Any]]:
+    """The settings ``keys`` (default: the SR-IOV ones) of one ``mstconfig [-e] -d DEV q`` output: key -> {default,
+    current, next}. The host_tuning role reads PCI_WR_ORDERING through it.
 
     Settings the firmware does not have (LINK_TYPE_P2 on a single-port card, LINK_TYPE_P* on an Ethernet-only
     card) are absent from the result. Raises FirmwareError when the text has no configuration table.
@@ -73,7 +74,7 @@ def parse_query(text: str, device: str = "the device") -> dict[str, dict[str, An
         if columns is None:
             continue
         match = LINE.match(line)
-        if not match or match.group("key") not in KEYS:
+        if not match or match.group("key") not in keys:
             continue
         values = match.group("values").split()
         if len(values) < len(columns):

@@ -217,19 +217,19 @@ Configurations:                              Next Boot
 """
 
 
-def test_the_query_is_read_column_by_column():
-    settings = host_tuning.parse_query(PENDING)
+def test_the_shared_parser_reads_the_query_column_by_column():
+    firmware = module_utils("sriov_firmware")
+    settings = firmware.parse_query(PENDING, keys=("PCI_WR_ORDERING",))
     ordering = settings["PCI_WR_ORDERING"]
     assert [ordering[column]["text"] for column in ("default", "current", "next")] == [
         "per_mkey(0)",
         "force_relax(1)",
         "per_mkey(0)",
     ]
-    assert ordering["current"]["number"] == 1 and ordering["next"]["name"] == "per_mkey"
-    assert settings["NUM_OF_VFS"]["next"]["number"] == 0 and settings["LINK_TYPE_P1"]["next"]["name"] == "IB"
-    assert host_tuning.parse_query(NEXT_BOOT_ONLY)["PCI_WR_ORDERING"]["current"] is None
-    with pytest.raises(ValueError, match="no 'Configurations:' table"):
-        host_tuning.parse_query("-E- Failed to open the device\n")
+    assert ordering["current"]["number"] == 1 and list(settings) == ["PCI_WR_ORDERING"]
+    assert firmware.parse_query(NEXT_BOOT_ONLY, keys=("PCI_WR_ORDERING",))["PCI_WR_ORDERING"]["current"] is None
+    failed = host_tuning.write_ordering("0000:13:00.0", "-E- Failed to open the device\n", "per_mkey")
+    assert "printed no 'Configurations:' table" in failed["error"]
 
 
 def test_a_pending_next_boot_needs_no_set_but_a_reboot():
@@ -271,8 +271,8 @@ def test_the_filter_splits_the_query_task_output_and_names_failed_queries():
     assert result["reboot_required"] == [result["devices"][0]["reboot"]]
     assert result["errors"] == [
         "mstconfig -d 0000:14:00.0 -e q exited 3: -E- Failed to open the device",
-        "mstconfig -d 0000:15:00.0 -e q printed no 'Configurations:' table; accepted: mstflint's query of a "
-        "ConnectX device",
+        "mstconfig query of 0000:15:00.0 printed no 'Configurations:' table; accepted: the output of "
+        "mstconfig -e -d 0000:15:00.0 q (mstflint) for a ConnectX device",
     ]
     assert compare("", "per_mkey") == {"devices": [], "reboot_required": [], "errors": []}
     with pytest.raises(AnsibleFilterError, match="wanted 'relaxed' is not accepted"):
