@@ -180,7 +180,11 @@ LAB = {
 ROCE_SRIOV = {
     "baremetal/hgx-h100-roce-400g": {
         "sriov": {"vfs_per_nic": 4},
-        "tiers": {"best": {"roles": ["fabric_facts", "rdma_stack", "nvidia_driver", "roce", "sriov", "nccl_env"]}},
+        "tiers": {
+            "best": {
+                "roles": ["fabric_facts", "host_tuning", "rdma_stack", "nvidia_driver", "roce", "sriov", "nccl_env"]
+            }
+        },
     }
 }
 
