@@ -504,7 +504,12 @@ def _check_role_section(profile: dict[str, Any], section: str, path: str, source
                 source, f"{path}.tiers.{tier_name}.roles", f"names {section}, but the profile has no {section}: section"
             )
     if declared and section not in profile["tiers"]["best"]["roles"]:
-        raise CatalogError(source, f"{path}.{section}", f"is declared, but tiers.best.roles does not name {section}")
+        raise CatalogError(
+            source,
+            f"{path}.{section}",
+            f"is declared, but tiers.best.roles does not name {section}; accepted: {section} in tiers.best.roles, or "
+            f"no {section} section (an override drops it with '{section}: null')",
+        )
 
 
 def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
