@@ -513,8 +513,7 @@ def _check_role_section(profile: dict[str, Any], section: str, path: str, source
 
 
 def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
-    """VFs are declared exactly where a tier runs the sriov role, on NICs that can carve them."""
-    _check_role_section(profile, "sriov", path, source)
+    """VFs are carved from NICs that can carve them."""
     if "sriov" not in profile:
         return
     kind = profile["nics"]["gpu"]["kind"]
@@ -527,8 +526,7 @@ def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
 
 
 def _check_host_tuning(profile: dict[str, Any], path: str, source: str) -> None:
-    """Host tuning is declared exactly where the best tier runs the role; mstconfig sets ConnectX firmware only."""
-    _check_role_section(profile, "host_tuning", path, source)
+    """mstconfig sets ConnectX firmware only."""
     kind = profile["nics"]["gpu"]["kind"]
     if "nic_pci_write_ordering" in profile.get("host_tuning", {}) and kind not in CONNECTX_NIC_KINDS:
         raise CatalogError(
@@ -613,6 +611,8 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         _check_threshold(threshold, f"{path}.bandwidth.thresholds[{index}]", source)
     _check_nvlink(profile, path, source)
     _check_nccl(profile, path, source)
+    for section in ROLE_SECTIONS:
+        _check_role_section(profile, section, path, source)
     _check_sriov(profile, path, source)
     _check_host_tuning(profile, path, source)
     _check_interface_naming(profile, path, source)
