@@ -20,9 +20,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-from typer import rich_utils as typer_rich_utils
 
-from gpufabric import __version__, discovery, drift_formats, k8s, output_file, playbook_args, show_settings
+from gpufabric import __version__, discovery, k8s, output_file, playbook_args, show_settings
 from gpufabric import ansible_settings as playbook_settings
 from gpufabric import apply as fabric_apply
 from gpufabric import bake as fleet_bake
@@ -720,6 +719,8 @@ def drift_command(
     with _run_display() as (progress, watch):
         outcome = fabric_drift.execute(options, progress, stderr if json_out else stdout, watch=watch)
     if json_out:
+        from gpufabric import drift_formats  # prometheus_client, for this output only
+
         sys.stdout.write(drift_formats.to_json(outcome.final))
     raise typer.Exit(outcome.exit_code)
 
@@ -836,6 +837,10 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # click's usage errors (typer carries its own click)
+        # Imported only here, as the commands below import their heavier modules: rich's markdown and traceback
+        # cost a third of a second that every run would pay (`gpufabric --version` took 3 s of CPU before).
+        from typer import rich_utils as typer_rich_utils
+
         typer_rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # type: ignore[attr-defined]  # the help, which rich_format_error leaves to it

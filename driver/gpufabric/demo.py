@@ -25,7 +25,6 @@ from gpufabric import catalog as fabric_catalog
 from gpufabric import drift as fleet_drift
 from gpufabric import drift_console, drift_report, lab, runs
 from gpufabric import plan as fleet_plan
-from gpufabric import probe as hardware_probe
 from gpufabric.errors import UserError
 from gpufabric.lab_files import CATALOG_OVERRIDE
 
@@ -218,8 +217,8 @@ def _plan(demo: Demo) -> tuple[bool, str]:
     # The roles a lab host runs: the lab's catalog override (apply reads it from the inventory, plan from --catalog).
     result = fleet_plan.fleet_plan(demo.inventory, None, [demo.catalog_override], probe=True)
     fleet_plan.render(result, demo.console)
-    if hardware_probe.has_problems(result):
-        return False, "a host is unreachable or its hardware differs from its profile"
+    if fleet_plan.has_problems(result, probed=True):
+        return False, "a host is unreachable, its hardware differs from its profile, or an NVLink domain is wrong"
     return True, f"{len(result['hosts'])} hosts on {demo.options.profile}; hardware as the profile says"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rich.console import Console
@@ -13,8 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufabric import catalog as fabric_catalog
-from gpufabric import probe as hardware_probe
-from gpufabric import supply
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import as_play_sees, host_vars
@@ -45,10 +44,10 @@ def fleet_plan(
     raw_vars = host_vars(inventory)
     inventory_vars = {name: as_play_sees(variables) for name, variables in raw_vars.items()}
     hosts = host_plans(inventory_vars, catalog, tier)
-    answers = hardware_probe.gather(inventory) if probe else {}
+    answers = _probe().gather(inventory) if probe else {}
     for name, host in hosts.items():
         if probe:
-            hardware_probe.probe_host(host, inventory_vars[name], answers.get(name), catalog)
+            _probe().probe_host(host, inventory_vars[name], answers.get(name), catalog)
         host["supply"] = _supply(name, host, raw_vars[name], answers.get(name) if probe else None)
     return {"hosts": hosts, "nvlink": plugin_utils("nvlink_domains").group(hosts)}
 
@@ -70,11 +69,22 @@ def host_plans(inventory_vars: dict[str, dict[str, Any]], catalog: Any, tier: st
 def has_problems(plan: dict[str, Any], probed: bool) -> bool:
     """Whether `gpufabric plan` exits 1: an NVLink domain finding of severity error, or, with --probe, what
     probe.has_problems counts (a host that did not answer, an error finding, a host not managed)."""
-    return plugin_utils("nvlink_domains").has_errors(plan["nvlink"]) or (probed and hardware_probe.has_problems(plan))
+    return plugin_utils("nvlink_domains").has_errors(plan["nvlink"]) or (probed and _probe().has_problems(plan))
+
+
+def _probe() -> ModuleType:
+    """gpufabric.probe, imported on first use: ansible-runner costs startup that only --probe needs."""
+    from gpufabric import probe
+
+    return probe
 
 
 def _supply(name: str, host: dict[str, Any], raw_vars: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
     """The host's supply chain for the OS its probe read (when it answered) or its gpufabric_os names."""
+    # Imported here: ansible's templar and data loader cost about a second of startup that every other command,
+    # and every plan refused on its input, would otherwise pay.
+    from gpufabric import supply
+
     probed = answer["facts"] if answer and answer.get("facts") else None
     try:
         facts, os_name, os_from = supply.host_facts(raw_vars, probed, host.get("image"))
