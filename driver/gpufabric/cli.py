@@ -837,8 +837,8 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except typer.TyperException as exc:  # click's usage errors (typer carries its own click)
-        # Imported only here, as the commands below import their heavier modules: rich's markdown and traceback
-        # cost a third of a second that every run would pay (`gpufabric --version` took 3 s of CPU before).
+        # Imported for a usage error only: its rich markdown and traceback modules cost about a third of a
+        # second that every run would otherwise pay.
         from typer import rich_utils as typer_rich_utils
 
         typer_rich_utils.rich_format_error(exc)  # type: ignore[arg-type]

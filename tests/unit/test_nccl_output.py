@@ -31,7 +31,7 @@ def runs_of(name: str) -> list[dict]:
 
 
 def all_fixtures() -> list[str]:
-    return sorted(path.name for path in FIXTURES.iterdir() if path.suffix not in (".py", ".md"))
+    return sorted(path.name for path in FIXTURES.iterdir() if path.is_file() and path.suffix not in (".py", ".md"))
 
 
 def assert_shape(run: dict) -> None:
