@@ -5,7 +5,8 @@ Each scenario's sequence (.config/molecule/config.yml) is: destroy, create, prep
 the fresh host, converge, idempotence, check on the converged host, verify, destroy. The check-mode
 contract is judged inside molecule's own run (molecule/resources/callback_plugins/check_contract.py),
 so this wrapper only runs the command, keeps its output and times it:
-- the whole output goes to test-results/molecule/<scenario>.log; a failure shows its tail;
+- the whole output goes to test-results/molecule/<scenario>.log, each line after its second since the start;
+  a failure shows its tail;
 - the time of each scenario goes to test-results/molecule-times.tsv, which scripts/test prints.
 Scenarios run side by side under pytest-xdist (scripts/test passes -n), the slowest first; their
 container names are the inventory's host names, unique per scenario.
@@ -49,12 +50,23 @@ def test_scenario(scenario: str) -> None:
     env = dict(os.environ, NO_COLOR="1", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", COLUMNS="250")
     molecule = str(Path(sys.executable).with_name("molecule"))
     start = time.monotonic()
+    # Each line of the log starts with the seconds since the start, so the log says which action took how long.
     with log.open("w", encoding="utf-8") as output:
-        done = subprocess.run(
-            [molecule, "test", "-s", scenario], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, check=False
-        )
+        with subprocess.Popen(
+            [molecule, "test", "-s", scenario],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        ) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                output.write(f"[{time.monotonic() - start:6.0f}s] {line}")
+        returncode = process.returncode
     seconds = time.monotonic() - start
-    record_time(scenario, "ok" if done.returncode == 0 else "FAILED", seconds)
-    if done.returncode != 0:
+    record_time(scenario, "ok" if returncode == 0 else "FAILED", seconds)
+    if returncode != 0:
         tail = "".join(log.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)[-TAIL_LINES:])
-        pytest.fail(f"molecule test -s {scenario} exited {done.returncode} after {seconds:.0f}s; {log}:\n{tail}")
+        pytest.fail(f"molecule test -s {scenario} exited {returncode} after {seconds:.0f}s; {log}:\n{tail}")
