@@ -62,7 +62,7 @@ def main() -> None:
         for name, command in commands.items():
             cpu_seconds(command, cached)  # the warm-up run fills the cache
             best = {
-                label: min(cpu_seconds(command, env) for _ in range(args.repeat))
+                label: min(cpu_seconds(command, env) for _attempt in range(args.repeat))
                 for label, env in (("without bytecode", without), ("with bytecode", cached))
             }
             for label, seconds in best.items():
