@@ -116,7 +116,7 @@ def main() -> None:
                     results[name].append(run(env, play, inventory))
     finally:
         subprocess.run(["podman", "rm", "-f", CONTAINER], check=False, capture_output=True)
-    best = {name: (min(wall for wall, _ in runs), min(cpu for _, cpu in runs)) for name, runs in results.items()}
+    best = {name: (min(wall for wall, _cpu in runs), min(cpu for _wall, cpu in runs)) for name, runs in results.items()}
     for name, (wall, cpu) in best.items():
         print(
             f"{name:26s} wall {wall:6.1f}s ({wall / args.tasks:4.2f}s a task)  "
