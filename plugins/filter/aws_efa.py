@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import aws_efa
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict, role_plan_filter
+
+aws_efa = module_utils("aws_efa")
 
 
 def aws_efa_install(plan, marker="", state="", packages=None):
@@ -43,7 +45,7 @@ def aws_efa_fi_info(output, plan):
 class FilterModule:
     def filters(self):
         return {
-            "aws_efa_plan": role_plan_filter("aws_efa", aws_efa.plan),
+            "aws_efa_plan": role_plan_filter("aws_efa", aws_efa),
             "aws_efa_install": aws_efa_install,
             "aws_efa_libraries": aws_efa_libraries,
             "aws_efa_fi_info": aws_efa_fi_info,

@@ -52,8 +52,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.fabric_findings import findings
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict
+
+findings = module_utils("fabric_findings")
 
 
 def fabric_findings(facts, plan):
@@ -64,7 +66,7 @@ def fabric_findings(facts, plan):
             f"profile {plan.get('profile')!r} of gpufabric_plan has no hardware to compare with; accepted: a plan "
             "of a catalog profile (`gpufabric catalog list` lists them)"
         )
-    return findings(facts, plan["hardware"])
+    return findings.findings(facts, plan["hardware"])
 
 
 class FilterModule:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import gcp_gpudirect_rdma as gib
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
+
+gib = module_utils("gcp_gpudirect_rdma")
 
 
 def _dict(value, what):
@@ -34,7 +36,7 @@ def gcp_gpudirect_rdma_blocking(findings, fail_on):
 class FilterModule:
     def filters(self):
         return {
-            "gcp_gpudirect_rdma_plan": role_plan_filter("gcp_gpudirect_rdma", gib.plan),
+            "gcp_gpudirect_rdma_plan": role_plan_filter("gcp_gpudirect_rdma", gib),
             "gcp_gpudirect_rdma_nic_findings": gcp_gpudirect_rdma_nic_findings,
             "gcp_gpudirect_rdma_script_exports": gcp_gpudirect_rdma_script_exports,
             "gcp_gpudirect_rdma_env_differences": gcp_gpudirect_rdma_env_differences,

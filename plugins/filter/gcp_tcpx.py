@@ -47,10 +47,10 @@ _value:
 """
 
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.gcp_tcpx import plan as plan_tcpx
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"gcp_tcpx_plan": role_plan_filter("gcp_tcpx", plan_tcpx)}
+        return {"gcp_tcpx_plan": role_plan_filter("gcp_tcpx", module_utils("gcp_tcpx"))}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import gcp_tcpxo as tcpxo
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
+
+tcpxo = module_utils("gcp_tcpxo")
 
 
 def gcp_tcpxo_nic_findings(hardware, interfaces, mtu=0):
@@ -24,7 +26,7 @@ def gcp_tcpxo_env_differences(script, env, lib_dir):
 class FilterModule:
     def filters(self):
         return {
-            "gcp_tcpxo_plan": role_plan_filter("gcp_tcpxo", tcpxo.plan),
+            "gcp_tcpxo_plan": role_plan_filter("gcp_tcpxo", tcpxo),
             "gcp_tcpxo_nic_findings": gcp_tcpxo_nic_findings,
             "gcp_tcpxo_env_differences": gcp_tcpxo_env_differences,
         }

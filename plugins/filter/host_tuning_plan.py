@@ -53,10 +53,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import host_tuning
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"host_tuning_plan": role_plan_filter("host_tuning", host_tuning.plan)}
+        return {"host_tuning_plan": role_plan_filter("host_tuning", module_utils("host_tuning"))}

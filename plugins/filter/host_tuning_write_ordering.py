@@ -43,7 +43,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import host_tuning
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
+
+host_tuning = module_utils("host_tuning")
 
 
 def host_tuning_write_ordering(queries, wanted):

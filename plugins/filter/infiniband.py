@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import infiniband
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
+
+infiniband = module_utils("infiniband")
 
 
 def _mapping(value, what):
@@ -34,7 +36,7 @@ def infiniband_env_findings(facts, env, names):
 class FilterModule:
     def filters(self):
         return {
-            "infiniband_plan": role_plan_filter("infiniband", infiniband.plan),
+            "infiniband_plan": role_plan_filter("infiniband", infiniband),
             "infiniband_hcas": infiniband_hcas,
             "infiniband_port_findings": infiniband_port_findings,
             "infiniband_env_findings": infiniband_env_findings,

@@ -2,10 +2,10 @@
 # Documented beside this file, in plugins/filter/nccl_env_plan.yml.
 from __future__ import annotations
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl_env
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"nccl_env_plan": role_plan_filter("nccl_env", nccl_env.plan)}
+        return {"nccl_env_plan": role_plan_filter("nccl_env", module_utils("nccl_env"))}

@@ -50,10 +50,10 @@ _value:
 """
 
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"nccl_plan": role_plan_filter("nccl", nccl.plan)}
+        return {"nccl_plan": role_plan_filter("nccl", module_utils("nccl"))}

@@ -45,8 +45,10 @@ _value:
   type: dict
 """
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict
+
+nccl = module_utils("nccl")
 
 
 def nccl_rank_findings(loaded, reported, pin):

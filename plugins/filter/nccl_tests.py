@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl_tests_run
-from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_judge import judge
-from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_output import over_limit, parse_runs
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import require_dict, role_plan_filter
+
+nccl_tests_run = module_utils("nccl_tests_run")
+judging = module_utils("nccl_judge")
+nccl_output = module_utils("nccl_output")
 
 
 def nccl_tests_run_plan(settings, install, hosts, addresses, plan, facts=None):
@@ -32,7 +34,7 @@ def nccl_tests_verdict(verdict, exit_code=None):
 
 
 def nccl_parse(text):
-    return parse_runs(text)
+    return nccl_output.parse_runs(text)
 
 
 def nccl_over_limit(size):
@@ -40,7 +42,7 @@ def nccl_over_limit(size):
         size = int(size)
     except (TypeError, ValueError):
         raise AnsibleFilterError(f"nccl_over_limit expects a size in bytes, got {size!r}") from None
-    return over_limit(size) or ""
+    return nccl_output.over_limit(size) or ""
 
 
 def nccl_judge(run, plan, nodes, algo="default", collective=None):
@@ -55,13 +57,13 @@ def nccl_judge(run, plan, nodes, algo="default", collective=None):
         nodes = None if nodes is None else int(nodes)
     except (TypeError, ValueError):
         raise AnsibleFilterError(f"nccl_judge: nodes must be an integer, got {nodes!r}") from None
-    return judge(run, plan, nodes, str(algo), collective=collective)
+    return judging.judge(run, plan, nodes, str(algo), collective=collective)
 
 
 class FilterModule:
     def filters(self):
         return {
-            "nccl_tests_plan": role_plan_filter("nccl_tests", nccl_tests_run.plan, reads_catalog=False),
+            "nccl_tests_plan": role_plan_filter("nccl_tests", nccl_tests_run, reads_catalog=False),
             "nccl_tests_run_plan": nccl_tests_run_plan,
             "nccl_tests_verdict": nccl_tests_verdict,
             "nccl_parse": nccl_parse,

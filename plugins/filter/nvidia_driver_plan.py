@@ -51,10 +51,12 @@ _value:
 """
 
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nvidia_driver
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"nvidia_driver_plan": role_plan_filter("nvidia_driver", nvidia_driver.plan, reads_catalog=False)}
+        return {
+            "nvidia_driver_plan": role_plan_filter("nvidia_driver", module_utils("nvidia_driver"), reads_catalog=False)
+        }

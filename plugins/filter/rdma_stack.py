@@ -56,10 +56,10 @@ _value:
 """
 
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import rdma_stack
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
 
 
 class FilterModule:
     def filters(self):
-        return {"rdma_stack_plan": role_plan_filter("rdma_stack", rdma_stack.plan, reads_catalog=False)}
+        return {"rdma_stack_plan": role_plan_filter("rdma_stack", module_utils("rdma_stack"), reads_catalog=False)}

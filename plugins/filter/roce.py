@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import roce
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
+
+roce = module_utils("roce")
 
 
 def roce_devices(hardware, plan):
@@ -33,7 +35,7 @@ def roce_readback_errors(lines, expected):
 class FilterModule:
     def filters(self):
         return {
-            "roce_plan": role_plan_filter("roce", roce.plan),
+            "roce_plan": role_plan_filter("roce", roce),
             "roce_devices": roce_devices,
             "roce_gid_errors": roce_gid_errors,
             "roce_expected_files": roce_expected_files,

@@ -7,8 +7,12 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import sriov, sriov_firmware, sriov_role
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.role_plan import role_plan_filter
+
+sriov = module_utils("sriov")
+sriov_firmware = module_utils("sriov_firmware")
+sriov_role = module_utils("sriov_role")
 
 
 def _mapping(value, what):
@@ -106,7 +110,7 @@ def sriov_drift(vf_results):
 class FilterModule:
     def filters(self):
         return {
-            "sriov_plan": role_plan_filter("sriov", sriov_role.plan),
+            "sriov_plan": role_plan_filter("sriov", sriov_role),
             "sriov_firmware_plan": sriov_firmware_plan,
             "sriov_address_conflicts": sriov_address_conflicts,
             "sriov_drift": sriov_drift,

@@ -44,7 +44,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import supply_files
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.module_utils_on_use import module_utils
+
+supply_chain = module_utils("supply_chain")
 
 
 def supply_files_filter(steps, repositories=True):
@@ -54,7 +56,7 @@ def supply_files_filter(steps, repositories=True):
             f"got {type(steps).__name__}"
         )
     try:
-        return supply_files(steps, repositories=bool(repositories))
+        return supply_chain.supply_files(steps, repositories=bool(repositories))
     except KeyError as missing:
         raise AnsibleFilterError(
             f"supply_files: a package step lacks {missing}; accepted: a role plan's supply"

@@ -10,15 +10,15 @@ facts)`` in module_utils. Roles that read nothing from the catalog (the host sta
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-PlanFunction = Callable[[dict[str, Any], Any, dict[str, Any]], Any]
 
-
-def role_plan_filter(role: str, plan_function: PlanFunction, reads_catalog: bool = True) -> Callable[..., Any]:
-    """The filter ``<role>_plan`` over ``plan_function``; ``reads_catalog`` makes ``plan=`` required."""
+def role_plan_filter(role: str, planner: ModuleType, reads_catalog: bool = True) -> Callable[..., Any]:
+    """The filter ``<role>_plan`` over ``planner.plan`` (a module_utils, read only when the filter runs: see
+    module_utils_on_use); ``reads_catalog`` makes ``plan=`` required."""
     name = f"{role}_plan"
 
     def check(what: str, value: Any, accepted: str) -> None:
@@ -32,7 +32,7 @@ def role_plan_filter(role: str, plan_function: PlanFunction, reads_catalog: bool
         if reads_catalog or plan is not None:
             check("plan=", plan, "gpufabric_plan, the host's plan")
         check("facts=", facts, "ansible_facts")
-        return plan_function(settings, plan, facts)
+        return planner.plan(settings, plan, facts)
 
     role_plan.__name__ = role_plan.__qualname__ = name
     role_plan.__doc__ = f"``{role}__settings | {name}(plan=gpufabric_plan, facts=ansible_facts)``"
