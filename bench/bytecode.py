@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench_support import cpu_seconds
 
 BIN = Path(sys.executable).parent
 
@@ -31,13 +31,6 @@ def playbook(tasks: int) -> str:
     for index in range(tasks):
         lines += [f"    - name: Command {index}", "      ansible.builtin.command: 'true'", "      changed_when: false"]
     return "\n".join(lines) + "\n"
-
-
-def cpu_seconds(command: list[str], env: dict[str, str]) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:

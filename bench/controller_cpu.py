@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 import yaml
+from bench_support import REPO, baseline_worktree, link_collection
 
 from gpufabric.collection import plugin_utils
 from gpufabric.simulated_hw import write_tree
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 PROFILE = "oci/BM.GPU.H100.8"
 ROLES = ["fabric_facts", "roce", "nccl_env"]
@@ -76,14 +76,6 @@ def _record_module_cpu():
 
 atexit.register(_record_module_cpu)
 """
-
-
-def link_collection(tree: Path, where: Path) -> Path:
-    """A directory usable as ANSIBLE_COLLECTIONS_PATH holding ``tree`` as gpufabric.cluster."""
-    link = where / "ansible_collections" / "gpufabric" / "cluster"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(tree, target_is_directory=True)
-    return where
 
 
 def write_fleet(tmp: Path, hosts: int, override: Path, hw_root: Path) -> Path:
@@ -166,11 +158,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpufabric-bench-") as name:
         tmp = Path(name)
-        baseline = tmp / "baseline"
-        subprocess.run(
-            ["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(baseline), args.baseline], check=True
-        )
-        try:
+        with baseline_worktree(args.baseline, tmp / "baseline") as baseline:
             (tmp / "hook").mkdir()
             (tmp / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
             hw_root = write_tree(plugin_utils("fabric_catalog").load_catalog().get(PROFILE), tmp / "simulated-hw")
@@ -186,8 +174,6 @@ def main() -> None:
                     run = run_site(tree, tmp, label, inventory, override, args.hosts)
                     if label not in best or run.controller < best[label].controller:
                         best[label] = run
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
     before, after = best["baseline"], best["after"]
     print(f"site.yml --check, {args.hosts} hosts (local connection, {PROFILE}, roles {', '.join(ROLES)})")
     print(f"CPU seconds per host, the run with the least controller CPU of {args.repeat} per tree;")

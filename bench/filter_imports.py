@@ -13,13 +13,12 @@ for each (the least of --repeat runs), per task, and the ratio:
 from __future__ import annotations
 
 import argparse
-import resource
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench_support import REPO, baseline_worktree, cpu_seconds, link_collection
+
 FILTER = "gpufabric.cluster.roce_gid_errors"
 
 
@@ -31,22 +30,11 @@ def playbook(tasks: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def link_collection(tree: Path, where: Path) -> Path:
-    """A directory usable as ANSIBLE_COLLECTIONS_PATH holding ``tree`` as gpufabric.cluster."""
-    link = where / "ansible_collections" / "gpufabric" / "cluster"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(tree, target_is_directory=True)
-    return where
-
-
 def cpu_of_run(collections: Path, play: Path) -> float:
-    """User and system CPU seconds of one ansible-playbook run and every process it waited for."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """CPU seconds of one ansible-playbook run of ``play`` over ``collections``, its workers included."""
     command = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local", str(play)]
     env = {"ANSIBLE_COLLECTIONS_PATH": str(collections), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu_seconds(command, env)
 
 
 def main() -> None:
@@ -57,11 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpufabric-bench-") as name:
         tmp = Path(name)
-        baseline = tmp / "baseline"
-        subprocess.run(
-            ["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(baseline), args.baseline], check=True
-        )
-        try:
+        with baseline_worktree(args.baseline, tmp / "baseline") as baseline:
             play = tmp / "play.yml"
             play.write_text(playbook(args.tasks), encoding="utf-8")
             trees = {f"baseline {args.baseline}": baseline, "working tree": REPO}
@@ -73,8 +57,6 @@ def main() -> None:
             for _round in range(args.repeat):
                 for label in trees:
                     cpu[label].append(cpu_of_run(collections[label], play))
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
     best = {label: min(values) for label, values in cpu.items()}
     for label, seconds in best.items():
         print(f"{label:18} {seconds:6.2f}s CPU  {seconds / args.tasks:5.3f}s a task  (least of {args.repeat})")
