@@ -88,12 +88,11 @@ def _setting(name: str, settings: dict[str, Any], section: dict[str, Any], profi
 
 def _path_errors(settings: dict[str, Any]) -> list[str]:
     errors = []
-    sysfs_root = settings.get("sysfs_root")
-    # The boot units name it on their ExecStart line: no blanks.
-    if not isinstance(sysfs_root, str) or not re.fullmatch(r"/\S*", sysfs_root):
+    hw_root = settings.get("hw_root")
+    # The boot units name its sysfs tree on their ExecStart line: no blanks.
+    if not isinstance(hw_root, str) or not re.fullmatch(r"/\S*", hw_root):
         errors.append(
-            f"host_tuning_sysfs_root {sysfs_root!r} is not accepted; accepted: an absolute path without blanks, "
-            "/sys on a host"
+            f"host_tuning_hw_root {hw_root!r} is not accepted; accepted: an absolute path without blanks, / on a host"
         )
     dropin = settings.get("grub_dropin")
     if not (
@@ -110,6 +109,11 @@ def _path_errors(settings: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _sysfs_root(hw_root: str) -> str:
+    """The sysfs tree the role and its boot units read: /sys on a host, <root>/sys in a SIMULATED tree."""
+    return hw_root.rstrip("/") + "/sys"
+
+
 def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict[str, Any]) -> dict[str, Any]:
     """The settings the role manages on this host, from its variables (``settings``: the role's variables without
     the ``host_tuning_`` prefix), the host's plan (its ``host_tuning`` section; None or absent: no profile section)
@@ -117,8 +121,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
 
     Returns ``errors`` (one per bad value, naming the variable, the value and what is accepted), ``settings``
     (per setting: ``value``, '' when unmanaged; ``source``; the ``packages``, ``files`` and ``units`` it needs),
-    ``iommu_parameter``, ``packages``, the fixed paths (``script``, ``unit_dir``, ``acs_unit``, ``governor_unit``,
-    ``grub_dropin``) and ``profile_source`` (the catalog's basis for the profile's values).
+    ``iommu_parameter``, ``packages``, ``sysfs_root`` (the sysfs tree under ``hw_root``; '' on errors), the fixed
+    paths (``script``, ``unit_dir``, ``acs_unit``, ``governor_unit``, ``grub_dropin``) and ``profile_source`` (the
+    catalog's basis for the profile's values).
     """
     host_plan = host_plan or {}
     section = host_plan.get("host_tuning") or {}
@@ -169,6 +174,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "acs_unit": ACS_UNIT,
         "governor_unit": GOVERNOR_UNIT,
         "grub_dropin": settings.get("grub_dropin"),
+        "sysfs_root": _sysfs_root(settings.get("hw_root")) if not errors else "",
         "profile_source": str(section.get("source") or ""),
     }
 

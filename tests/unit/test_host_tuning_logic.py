@@ -42,7 +42,7 @@ DEFAULTS = {
     "cpu_governor": "",
     "irqbalance": "",
     "bake": False,
-    "sysfs_root": "/sys",
+    "hw_root": "/",
     "grub_dropin": "/etc/default/grub.d/99-gpufabric-host-tuning.cfg",
 }
 
@@ -152,7 +152,11 @@ def test_an_architecture_without_a_parameter_is_refused_by_name():
             {"profile": "p", "host_tuning": {"iommu": "strict"}},
             "profile p's host_tuning.iommu 'strict' is not accepted; accepted: passthrough",
         ),
-        ({"sysfs_root": "sys"}, None, "host_tuning_sysfs_root 'sys' is not accepted; accepted: an absolute path"),
+        (
+            {"hw_root": "simulated-hw"},
+            None,
+            "host_tuning_hw_root 'simulated-hw' is not accepted; accepted: an absolute",
+        ),
         (
             {"grub_dropin": "/etc/default/grub.d/iommu.conf"},
             None,
