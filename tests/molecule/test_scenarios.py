@@ -28,8 +28,8 @@ RESULTS = Path(os.environ.get("GPUFABRIC_TEST_RESULTS", REPO / "test-results"))
 # Longest first, so the parallel run does not end waiting on one slow scenario started last
 # (times from the clean-clone CI run in docs/testing.md); the others follow by name.
 SLOWEST = [
-    "gcp_tcpxo", "nvidia_driver", "nccl_env", "sriov", "gcp_gpudirect_rdma", "gcp_tcpx", "aws_efa",
-    "nvidia_driver_cuda", "nccl_tests", "infiniband", "rdma_stack",
+    "nvidia_driver", "host_tuning", "sriov", "gcp_tcpxo", "gcp_gpudirect_rdma", "nccl_env", "gcp_tcpx",
+    "nvidia_driver_cuda", "nccl_tests", "aws_efa", "rdma_stack", "rdma_stack_doca",
 ]  # fmt: skip
 FOUND = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SCENARIOS = [name for name in SLOWEST if name in FOUND] + [name for name in FOUND if name not in SLOWEST]
@@ -52,6 +52,8 @@ def test_scenario(scenario: str) -> None:
     start = time.monotonic()
     # Each line of the log starts with the seconds since the start, so the log says which action took how long.
     with log.open("w", encoding="utf-8") as output:
+        # The wall clock too, so that a slow action can be matched with what ran beside it.
+        output.write(f"[{0:6.0f}s] started {time.strftime('%H:%M:%S')}\n")
         with subprocess.Popen(
             [molecule, "test", "-s", scenario],
             cwd=REPO,
