@@ -28,8 +28,8 @@ RESULTS = Path(os.environ.get("GPUFABRIC_TEST_RESULTS", REPO / "test-results"))
 # Longest first, so the parallel run does not end waiting on one slow scenario started last
 # (times from the clean-clone CI run in docs/testing.md); the others follow by name.
 SLOWEST = [
-    "nvidia_driver", "host_tuning", "sriov", "gcp_tcpxo", "gcp_gpudirect_rdma", "nccl_env", "gcp_tcpx",
-    "nvidia_driver_cuda", "nccl_tests", "aws_efa", "rdma_stack", "rdma_stack_doca",
+    "nvidia_driver", "sriov", "gcp_gpudirect_rdma", "gcp_tcpxo", "nvidia_driver_cuda", "nccl_env", "host_tuning",
+    "gcp_tcpx", "rdma_stack", "nccl_tests", "aws_efa", "rdma_stack_doca",
 ]  # fmt: skip
 FOUND = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SCENARIOS = [name for name in SLOWEST if name in FOUND] + [name for name in FOUND if name not in SLOWEST]
