@@ -170,6 +170,18 @@ def test_bad_input_is_refused_naming_the_variable_the_value_and_what_is_accepted
     assert error.startswith(message), error
 
 
+@pytest.mark.parametrize(
+    ("hw_root", "sysfs_root"),
+    [("/", "/sys"), ("/simulated-hw", "/simulated-hw/sys"), ("/simulated-hw/", "/simulated-hw/sys")],
+)
+def test_the_sysfs_tree_is_the_hardware_roots_sys(hw_root, sysfs_root):
+    assert plan({"hw_root": hw_root})["sysfs_root"] == sysfs_root
+
+
+def test_no_sysfs_tree_is_named_when_the_input_is_refused():
+    assert plan({"hw_root": "relative"})["sysfs_root"] == ""
+
+
 def test_the_filter_is_the_role_plan_shape():
     from ansible_collections.gpufabric.cluster.plugins.filter.host_tuning_plan import FilterModule
 
