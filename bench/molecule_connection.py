@@ -92,7 +92,9 @@ def main() -> None:
     os.environ.setdefault("CONTAINERS_CONF", str(REPO / ".ci" / "containers.conf"))
     base = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path()), ANSIBLE_HOST_KEY_CHECKING="false")
     subprocess.run(["podman", "rm", "-f", CONTAINER], check=False, capture_output=True)
-    subprocess.run(["podman", "run", "-d", "--name", CONTAINER, IMAGE, "/sbin/init"], check=True, capture_output=True)
+    # As create.yml starts the test hosts: UNKNOWN (the remote host `sshd -i` gives PAM) resolved from /etc/hosts.
+    start = ["podman", "run", "-d", "--name", CONTAINER, "--add-host", "UNKNOWN:127.0.0.1", IMAGE, "/sbin/init"]
+    subprocess.run(start, check=True, capture_output=True)
     try:
         with tempfile.TemporaryDirectory() as scratch:
             play, inventory, key = Path(scratch) / "play.yml", Path(scratch) / "inventory.ini", Path(scratch) / "key"
