@@ -46,13 +46,13 @@ def ansible_env() -> dict[str, str]:
 def gpufabric(ansible_env: dict[str, str]):
     """Run the real CLI in a subprocess; returns CompletedProcess with text output."""
 
-    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(BIN / "gpufabric"), *args],
             capture_output=True,
             text=True,
             env={**ansible_env, "COLUMNS": "200", **(env or {})},
-            cwd=REPO,
+            cwd=cwd,
             check=False,
         )
 

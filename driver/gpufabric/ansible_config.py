@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import configparser
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +36,23 @@ class ConfigFile:
 
     def value_of(self, env: str) -> str | None:
         """The file's value of the setting Ansible also reads from the environment variable `env`
-        (None: the file leaves it alone)."""
-        for entry in ini_entries().get(env, ()):
+        (None: the file leaves it alone). Where the file sets it under several sections, the last
+        one Ansible reads wins, as in Ansible."""
+        found = None
+        for entry in same_setting(env).ini:
             if entry in self.values:
-                return self.values[entry]
-        return None
+                found = self.values[entry]
+        return found
+
+
+def environment_value(env: str) -> tuple[str, str] | None:
+    """(variable, value) of the setting `env` names as the user's environment sets it, under any of the
+    variables Ansible reads for it (the last set one wins, as in Ansible); None: the environment leaves it."""
+    found = None
+    for name in same_setting(env).env:
+        if name in os.environ:
+            found = (name, os.environ[name])
+    return found
 
 
 def find() -> Path | None:
@@ -75,19 +88,38 @@ def user_config() -> ConfigFile | None:
     return read(path) if path is not None else None
 
 
+@dataclass(frozen=True)
+class Names:
+    """Every environment variable and (section, key) Ansible reads for one setting, in the order it reads them."""
+
+    env: tuple[str, ...]
+    ini: tuple[tuple[str, str], ...]
+
+
+def same_setting(env: str) -> Names:
+    """The names of the setting Ansible also reads from the environment variable `env`."""
+    return _names().get(env, Names((env,), ()))
+
+
 @functools.cache
-def ini_entries() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Environment variable -> every (section, key) Ansible reads for the same setting."""
+def _names() -> dict[str, Names]:
+    """Environment variable -> the names of its setting, from Ansible's base.yml and the ssh connection
+    plugin's documentation (which reads some settings under more names: ANSIBLE_SSH_HOST_KEY_CHECKING,
+    [ssh_connection] host_key_checking)."""
     import ansible.config
     from ansible.plugins.connection import ssh
 
-    definitions = dict(yaml.safe_load((Path(ansible.config.__file__).parent / "base.yml").read_text()))
-    definitions.update(yaml.safe_load(ssh.DOCUMENTATION)["options"])
-    index: dict[str, set[tuple[str, str]]] = {}
-    for definition in definitions.values():
+    definitions = list(yaml.safe_load((Path(ansible.config.__file__).parent / "base.yml").read_text()).values())
+    definitions += yaml.safe_load(ssh.DOCUMENTATION)["options"].values()
+    envs: dict[str, list[str]] = {}
+    inis: dict[str, list[tuple[str, str]]] = {}
+    for definition in definitions:
         if not isinstance(definition, dict):
             continue
+        names = [entry["name"] for entry in definition.get("env") or [] if "name" in entry]
         ini = [(entry["section"], entry["key"]) for entry in definition.get("ini") or [] if "key" in entry]
-        for env in definition.get("env") or []:
-            index.setdefault(env["name"], set()).update(ini)
-    return {env: tuple(sorted(pairs)) for env, pairs in index.items()}
+        for name in names:
+            # A dict keeps the first place of each name: the order Ansible reads them in.
+            envs[name] = list(dict.fromkeys([*envs.get(name, []), *names]))
+            inis[name] = list(dict.fromkeys([*inis.get(name, []), *ini]))
+    return {name: Names(tuple(envs[name]), tuple(inis[name])) for name in envs}

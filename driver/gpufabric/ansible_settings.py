@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufabric import ansible_config
 from gpufabric.ansible_config import ConfigFile
 from gpufabric.errors import UserError
 
@@ -205,13 +206,33 @@ def layer(chosen: list[Setting], config: ConfigFile | None) -> list[Layered]:
     layered = []
     for setting in chosen:
         from_file = config.value_of(setting.env) if config is not None else None
-        if setting.env in os.environ:
-            layered.append(Layered(setting, ENVIRONMENT, os.environ[setting.env]))
+        exported = ansible_config.environment_value(setting.env)
+        if exported is not None:
+            name, value = exported
+            layered.append(Layered(setting, ENVIRONMENT if name == setting.env else f"{ENVIRONMENT} ({name})", value))
         elif from_file is not None:
             layered.append(Layered(setting, str(config.path if config else ""), from_file))
         else:
             layered.append(Layered(setting, GPUFABRIC, setting.value))
     return layered
+
+
+HOST_KEY_CHECKING = Setting(
+    "ANSIBLE_HOST_KEY_CHECKING",
+    "defaults",
+    "host_key_checking",
+    "True",
+    "a security setting, never a tuning: the user's environment or ansible.cfg decides it, else Ansible's own "
+    "default (on). Passed to every run, since ansible-runner turns it off whenever the variable is unset, and "
+    "a variable outranks the user's ansible.cfg",
+)
+
+
+def host_key_checking(config: ConfigFile | None) -> Layered:
+    """Host key checking as the user's configuration decides it: their environment, then their ansible.cfg,
+    then Ansible's default (True). The value goes to every run as ANSIBLE_HOST_KEY_CHECKING, unchanged (Ansible
+    reads a variable and a file key the same way), so that ansible-runner's False never fills the gap."""
+    return layer([HOST_KEY_CHECKING], config)[0]
 
 
 def ours(layered: list[Layered]) -> list[Setting]:

@@ -2,7 +2,8 @@
 """`gpufabric plan --probe`: read each host's hardware and hold it against its profile.
 
 Facts come from the collection's `fabric_facts` module, run over the
-inventory's own connections (SSH, podman, local) by ansible-runner; the
+inventory's own connections (SSH, podman, local) by ansible-runner, with the same Ansible
+configuration as `gpufabric apply` (runs.base_env); the
 comparison is `plugins/module_utils/fabric_findings.py`, shared with the roles.
 A host var `gpufabric_hw_root` points the module at another root (a simulated
 tree in tests and the lab); it defaults to `/`.
@@ -10,15 +11,14 @@ tree in tests and the lab); it defaults to `/`.
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import ansible_runner
 
-from gpufabric.collection import collections_path, module_utils, plugin_utils
+from gpufabric import runs
+from gpufabric.collection import module_utils, plugin_utils
 
 FACTS_KEY = "gpufabric_hardware"
 
@@ -36,12 +36,9 @@ def gather(inventory: str, forks: int = 20) -> dict[str, dict[str, Any]]:
             module_args="root={{ gpufabric_hw_root | default('/') }} packages=true",
             forks=forks,
             quiet=True,
-            envvars={
-                "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
-                # ansible-runner starts `ansible` from PATH: use the one beside this Python.
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                "ANSIBLE_HOST_KEY_CHECKING": "False",
-            },
+            # As apply's: this collection, the `ansible` beside this Python, the user's ansible.cfg (a bastion's
+            # ssh_common_args, remote_user, ...) and host key checking as the user's configuration decides it.
+            envvars=runs.base_env(),
         )
         for event in runner.events:
             data = event.get("event_data", {})

@@ -3,9 +3,10 @@
 
 ansible-runner starts ansible-playbook over the inventory's own connections (SSH, podman, local:
 the inventory's variables apply as they are) with this collection on ANSIBLE_COLLECTIONS_PATH and
-one of the named Ansible settings sets (gpufabric.ansible_settings). Host key checking stays on:
-ansible-runner turns it off unless the environment says otherwise, and an unattended drift run
-must never trust a key it has not seen. Every run keeps ansible-runner's artifact directory
+one of the named Ansible settings sets (gpufabric.ansible_settings). Host key checking is the user's:
+their environment, then their ansible.cfg, else on (Ansible's default). ansible-runner turns it off
+whenever the variable is unset, so every run gets it set, and an unattended drift run never trusts a
+key it has not seen unless the user said so. Every run keeps ansible-runner's artifact directory
 (job_events/, stdout, command, rc, status) where the caller says; its events are collected, and
 a `Tally` of them gives the progress lines.
 
@@ -100,9 +101,9 @@ def drift_check_playbook() -> Path:
     return collection_root() / "playbooks" / "drift_check.yml"
 
 
-def base_env(host_key_checking: bool = True) -> dict[str, str]:
+def base_env() -> dict[str, str]:
     """What every run needs: this collection first, the Ansible beside this Python, no colour codes, the
-    user's ansible.cfg; host_key_checking: the default when neither the environment nor that file decides."""
+    user's ansible.cfg, and host key checking as the user's configuration decides it (on by default)."""
     paths = [str(collections_path())]
     if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
         paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
@@ -115,11 +116,9 @@ def base_env(host_key_checking: bool = True) -> dict[str, str]:
     if config is not None:
         # Found from the user's directory: ansible-playbook, started elsewhere, would miss ./ansible.cfg.
         env["ANSIBLE_CONFIG"] = str(config.path)
-    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ and (
-        config is None or config.value_of("ANSIBLE_HOST_KEY_CHECKING") is None
-    ):
-        # ansible-runner would set False unless told; Ansible's own default is True and stays.
-        env["ANSIBLE_HOST_KEY_CHECKING"] = str(host_key_checking)
+    # Always set: ansible-runner sets False whenever the variable is missing, and that would outrank the
+    # host_key_checking of the user's ansible.cfg.
+    env["ANSIBLE_HOST_KEY_CHECKING"] = ansible_settings.host_key_checking(config).value
     return env
 
 

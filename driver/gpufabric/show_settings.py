@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """`--show-settings`: the Ansible configuration a playbook run of gpufabric would use, and who decided it.
 
-For each setting of gpufabric's set: the value Ansible gets and where it comes from (the user's
-environment, the user's ansible.cfg, or gpufabric), beside the configuration file found (the one
+For each setting of gpufabric's set, and for host key checking: the value Ansible gets and where it
+comes from (the user's environment, the user's ansible.cfg, or gpufabric), beside the configuration file found (the one
 every run gets as ANSIBLE_CONFIG) and the variables gpufabric always sets. Nothing runs.
 """
 
@@ -30,9 +30,11 @@ def describe(
     layered = ansible_settings.layer(chosen, config)
     kept = {setting.env for setting in ansible_settings.without_long_control_dir(ansible_settings.ours(layered))}
     rows = []
-    for entry in layered:
+    for entry in [*layered, ansible_settings.host_key_checking(config)]:
         source = entry.source
-        if source == ansible_settings.GPUFABRIC and entry.setting.env not in kept:
+        if entry.setting is ansible_settings.HOST_KEY_CHECKING and source == ansible_settings.GPUFABRIC:
+            source = "Ansible's default, set since ansible-runner would turn it off"
+        elif source == ansible_settings.GPUFABRIC and entry.setting.env not in kept:
             source = "Ansible's default (control path too long for a socket)"
         rows.append(
             {
@@ -43,7 +45,8 @@ def describe(
             }
         )
     base = runs.base_env() if always is None else always
-    fixed = {key: value for key, value in base.items() if key.startswith("ANSIBLE_")}
+    shown = {row["env"] for row in rows}
+    fixed = {key: value for key, value in base.items() if key.startswith("ANSIBLE_") and key not in shown}
     return {
         "config_file": str(config.path) if config else None,
         "settings_set": name,

@@ -123,9 +123,8 @@ def default_output() -> Path:
 
 def runner_env() -> dict[str, str]:
     """Environment for ansible-playbook: gpufabric's (this collection first, the `ansible` beside this
-    Python, the user's ansible.cfg), with host key checking off unless the user's environment or
-    ansible.cfg decides it (an inventory may still turn it on per host, as the lab's does)."""
-    return runs.base_env(host_key_checking=False)
+    Python, the user's ansible.cfg, host key checking as the user's configuration decides it)."""
+    return runs.base_env()
 
 
 def extra_vars(

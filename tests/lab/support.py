@@ -34,7 +34,7 @@ def ansible_env(host_key_checking_off: bool = False) -> dict[str, str]:
         "ANSIBLE_PIPELINING": "True",
     }
     if host_key_checking_off:
-        env["ANSIBLE_HOST_KEY_CHECKING"] = "False"  # what gpufabric verify and plan --probe set
+        env["ANSIBLE_HOST_KEY_CHECKING"] = "False"  # what ansible-runner sets when nothing does
     return env
 
 

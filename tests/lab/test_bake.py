@@ -7,6 +7,7 @@ container-only knobs) through -e, exactly as an operator passes site settings to
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,8 +37,15 @@ def test_baked_image_started_as_a_host_shows_no_drift(tmp_path: Path) -> None:
 
         command = [sys.executable, "-m", "gpufabric", "bake", "--profile", builder.profile, "--tag", TAG]
         command += ["-e", f"@{settings}", "--artifacts", str(tmp_path / "bake")]
-        baked = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy(), check=False)
+        # The user's ./ansible.cfg checks host keys: the bake's run keeps it (its podman connection has no keys).
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = True\n")
+        baked = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy(), cwd=project, check=False)
         assert baked.returncode == 0, baked.stdout[-3000:] + baked.stderr[-3000:]
+        record = json.loads((tmp_path / "bake" / "run" / "gpufabric-run.json").read_text())
+        assert record["ansible_config"] == str(project / "ansible.cfg")
+        assert record["ansible_env"]["ANSIBLE_HOST_KEY_CHECKING"] == "True"
         assert image_exists(TAG)
         machine_id = podman(["run", "--rm", "--entrypoint", "cat", TAG, "/etc/machine-id"]).stdout
         assert machine_id.strip() == "", "every host booted from the image must make its own machine-id"

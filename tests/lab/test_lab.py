@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def test_ping_over_ssh_with_host_key_checking_on(lab: LabUnderTest, tmp_path: Pa
     assert sorted(ping.stats["ok"]) == [host.name for host in made.hosts]
 
     # The same inventory with an empty known_hosts: every host is refused, even with checking off in the
-    # environment (as gpufabric verify and plan --probe set it): the inventory keeps checking on.
+    # environment (as a tool may set it): the inventory keeps checking on.
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     stranger = tmp_path / "inventory.yml"
@@ -76,6 +77,49 @@ def test_ping_over_ssh_with_host_key_checking_on(lab: LabUnderTest, tmp_path: Pa
     assert refused.rc != 0
     assert sorted(refused.stats["dark"]) == [host.name for host in made.hosts], refused.output
     assert "Host key verification failed" in refused.output
+
+
+def test_every_command_refuses_an_unknown_host_key_when_ansible_cfg_checks_them(
+    lab: LabUnderTest, gpufabric, tmp_path: Path
+) -> None:
+    """The user's `host_key_checking = True` in ./ansible.cfg holds for every command that connects, with an
+    inventory that says nothing about host keys and a known_hosts that lacks the lab's keys. ansible-runner turns
+    checking off whenever ANSIBLE_HOST_KEY_CHECKING is unset, and that variable outranks any ansible.cfg."""
+    made = lab.lab
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    stranger = tmp_path / "inventory.yml"
+    text = made.inventory.read_text().replace(str(made.directory / KNOWN_HOSTS), str(empty))
+    text = text.replace(" -o StrictHostKeyChecking=yes", "").replace("ansible_host_key_checking: true", "")
+    assert "StrictHostKeyChecking" not in text and "ansible_host_key_checking" not in text
+    stranger.write_text(text)
+    catalog = ["--catalog", str(made.directory / CATALOG_OVERRIDE)]
+    inventory = ["-i", str(stranger)]
+
+    def run(checking: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        project = tmp_path / f"project-{checking}"
+        project.mkdir(exist_ok=True)
+        (project / "ansible.cfg").write_text(f"[defaults]\nhost_key_checking = {checking}\n")
+        # Fresh SSH control sockets: a master left by an earlier test would skip the key check.
+        env = {"XDG_STATE_HOME": str(project / "state"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(project / "cp")}
+        return gpufabric(*argv, env=env, cwd=project)
+
+    commands = {
+        "apply": ["apply", *inventory, *catalog],
+        "drift": ["drift", *inventory, *catalog],
+        "verify": ["verify", *inventory, *catalog, "-o", str(tmp_path / "verify")],
+        "plan --probe": ["plan", "--probe", *inventory, *catalog],
+    }
+    for name, argv in commands.items():
+        refused = run("True", *argv)
+        assert refused.returncode == 1, f"{name}: {refused.stdout}{refused.stderr}"
+        assert "Host key verification failed" in refused.stdout + refused.stderr, f"{name}: {refused.stdout}"
+    assert empty.read_text() == "", "no key was trusted"
+
+    # The same probe with checking off in the same file connects: the file decided, nothing else.
+    trusted = run("False", *commands["plan --probe"])
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+    assert sorted(line.split()[1] for line in empty.read_text().splitlines()) == ["ssh-ed25519"] * len(made.hosts)
 
 
 def test_plan_probe_finds_the_simulated_hardware_matches(lab: LabUnderTest, gpufabric) -> None:

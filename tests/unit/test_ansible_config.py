@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric import ansible_config, ansible_settings
+from gpufabric import ansible_config, ansible_settings, runs
 from gpufabric.errors import UserError
 
 
@@ -30,9 +30,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_every_setting_gpufabric_sets_has_its_ansible_cfg_keys() -> None:
     for setting in ansible_settings.tuned(4, state=Path("/s")):
-        assert (setting.section, setting.key) in ansible_config.ini_entries()[setting.env], setting.env
+        assert (setting.section, setting.key) in ansible_config.same_setting(setting.env).ini, setting.env
     # Ansible reads pipelining under three sections: the user's file wins under any of them.
-    assert ("ssh_connection", "pipelining") in ansible_config.ini_entries()["ANSIBLE_PIPELINING"]
+    assert ("ssh_connection", "pipelining") in ansible_config.same_setting("ANSIBLE_PIPELINING").ini
+    # The ssh plugin reads host key checking under a second variable and section, the last one winning.
+    checking = ansible_config.same_setting("ANSIBLE_HOST_KEY_CHECKING")
+    assert checking.env == ("ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_SSH_HOST_KEY_CHECKING")
+    assert checking.ini == (("defaults", "host_key_checking"), ("ssh_connection", "host_key_checking"))
 
 
 def test_the_file_is_found_as_ansible_finds_it(
@@ -69,6 +73,46 @@ def test_the_users_file_and_environment_win_over_gpufabrics_set(
     assert layered["ANSIBLE_STRATEGY"].source == "gpufabric"
     ours = {setting.env for setting in ansible_settings.ours(list(layered.values()))}
     assert not ours & {"ANSIBLE_FORKS", "ANSIBLE_PIPELINING", "ANSIBLE_GATHERING"}
+
+
+@pytest.mark.parametrize(
+    ("environment", "text", "value", "source"),
+    [
+        ({}, None, "True", "gpufabric"),
+        ({}, "[defaults]\nforks = 7\n", "True", "gpufabric"),
+        ({}, "[defaults]\nhost_key_checking = True\n", "True", "file"),
+        ({}, "[defaults]\nhost_key_checking = False\n", "False", "file"),
+        # The ssh plugin reads [ssh_connection] after [defaults]: the last one wins, as in Ansible.
+        ({}, "[defaults]\nhost_key_checking = False\n[ssh_connection]\nhost_key_checking = yes\n", "yes", "file"),
+        ({"ANSIBLE_HOST_KEY_CHECKING": "False"}, "[defaults]\nhost_key_checking = True\n", "False", "environment"),
+        (
+            {"ANSIBLE_SSH_HOST_KEY_CHECKING": "True"},
+            "[defaults]\nhost_key_checking = False\n",
+            "True",
+            "environment (ANSIBLE_SSH_HOST_KEY_CHECKING)",
+        ),
+    ],
+)
+def test_host_key_checking_is_the_users_and_on_by_default(
+    environment: dict[str, str],
+    text: str | None,
+    value: str,
+    source: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    clean_env: Path,
+) -> None:
+    path = tmp_path / "ansible.cfg"
+    if text is not None:
+        path.write_text(text)
+        monkeypatch.setenv("ANSIBLE_CONFIG", str(path))
+    for name, exported in environment.items():
+        monkeypatch.setenv(name, exported)
+    config = ansible_config.read(path) if text is not None else None
+    decided = ansible_settings.host_key_checking(config)
+    assert (decided.value, decided.source) == (value, str(path) if source == "file" else source)
+    # Every run gets it set: ansible-runner fills an unset variable with False, which outranks any ansible.cfg.
+    assert runs.base_env()["ANSIBLE_HOST_KEY_CHECKING"] == value
 
 
 def test_an_unreadable_file_is_one_clear_error(tmp_path: Path) -> None:
@@ -108,6 +152,11 @@ def test_drift_honours_the_users_ansible_cfg_from_a_read_only_directory(tmp_path
     assert shown.returncode == 0, shown.stderr
     assert f"Ansible configuration file: {project / 'ansible.cfg'}" in shown.stdout
     assert any("forks" in line and "7" in line and "ansible.cfg" in line for line in shown.stdout.splitlines())
+    # Host key checking is listed with its source; the file leaves it, so Ansible's default (on) is passed.
+    assert (
+        "  [defaults] host_key_checking = True  (from Ansible's default, set since ansible-runner would turn it off)"
+        in shown.stdout.splitlines()
+    )
 
     drift = run("drift", "-i", "hosts", "-e", "db_password=fake-db-password-0123", "-e", "who=ops", "-v")
     assert drift.returncode == 0, drift.stdout + drift.stderr

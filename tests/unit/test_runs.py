@@ -302,9 +302,16 @@ def test_check_diff_limit_and_the_users_own_settings(
     assert ticks and ticks[-1] == 2
 
 
-def test_stock_settings_leave_ansible_defaults(inventory: Path, playbook: Path, tmp_path: Path) -> None:
+def test_stock_settings_leave_ansible_defaults_and_the_users_host_key_checking(
+    inventory: Path, playbook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
+    # The user's ./ansible.cfg checks host keys: ansible-runner's False must not fill the unset variable.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = yes\n")
+    monkeypatch.chdir(project)
     run = runs.run_playbook(
         playbook,
         str(inventory),
@@ -315,8 +322,13 @@ def test_stock_settings_leave_ansible_defaults(inventory: Path, playbook: Path, 
     )
     assert run.rc == 0
     seen = _messages(run, "Report the settings the run was given")
-    assert seen == {"gpu-2": {"host_key_checking": "True", "forks": "", "pipelining": "", "who": "nobody"}}
-    assert set(run.settings) == {"ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_NOCOLOR", "ANSIBLE_HOST_KEY_CHECKING"}
+    assert seen == {"gpu-2": {"host_key_checking": "yes", "forks": "", "pipelining": "", "who": "nobody"}}
+    assert set(run.settings) == {
+        "ANSIBLE_COLLECTIONS_PATH",
+        "ANSIBLE_NOCOLOR",
+        "ANSIBLE_HOST_KEY_CHECKING",
+        "ANSIBLE_CONFIG",
+    }
 
 
 def test_an_empty_limit_and_used_artifacts_are_refused(inventory: Path, playbook: Path, tmp_path: Path) -> None:
