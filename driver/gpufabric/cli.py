@@ -328,7 +328,7 @@ def verify(
     ] = None,
     nodes: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option(min=1, help="Run on the first N hosts (default: every host of the inventory)."),
+        typer.Option(min=1, help="Run on the first N hosts (of --limit's, if given; default: every host)."),
     ] = None,
     tier: Annotated[
         Optional[str],  # noqa: UP045
@@ -346,6 +346,7 @@ def verify(
             "within,across. --nodes caps the hosts of each."
         ),
     ] = None,
+    limit: LimitOption = None,
     catalog: CatalogOption = None,
     output: Annotated[
         Optional[Path],  # noqa: UP045
@@ -382,7 +383,7 @@ def verify(
     a tier could not run, or on a usage error.
     """
     if show:
-        # verify runs with Ansible's defaults under the user's configuration, host key checking off.
+        # verify runs with Ansible's defaults under the user's configuration (host key checking as it says).
         _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env())
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
     if output is not None:
@@ -401,6 +402,7 @@ def verify(
             extra_vars, user, private_key, ask_become_pass, become_password_file, vault_id, vault_password_file, verbose
         ),
         nvlink=nccl_verify.parse_nvlink(nvlink),
+        limit=fabric_apply.parse_limit(limit),
     )
 
     def progress(line: str) -> None:

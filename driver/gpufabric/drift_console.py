@@ -60,6 +60,12 @@ def render(result: DriftResult, console: Console, *, diffs: bool = False) -> Non
                 f"{escape(error.message)}",
                 highlight=False,
             )
+        if host.not_checked:
+            console.print(
+                f"[yellow]not checked[/yellow] {escape(name)}: {escape(', '.join(host.not_checked))} "
+                "(not selected by --tags / --skip-tags, or the host stopped before them)",
+                highlight=False,
+            )
         if host.state == "unmanaged" and host.unmanaged:
             how = "excluded on purpose, not counted" if host.excluded else "not checked: the run fails"
             console.print(

@@ -33,6 +33,10 @@ RECORD_CHECK_ACTION = "gpufabric.cluster.drift_check"
 NO_RECORD_KIND = "record"
 # The fact site.yml sets on a host it leaves alone: the plan's {"code", "reason"} verdict.
 UNMANAGED_FACT = "gpufabric_unmanaged"
+# The fact the plan role sets: the host's plan, whose roles a --tags selection may leave unchecked.
+PLAN_FACT = "gpufabric_plan"
+# The task Ansible adds before each role's first task; tagged always, so it says nothing of what ran.
+VALIDATE_ACTION = "ansible.builtin.validate_argument_spec"
 # A diff side is cut after this many lines or characters: a report must stay readable and a
 # JUnit/JSON file small even when a task would rewrite a large file.
 MAX_DIFF_LINES = 200
@@ -159,6 +163,7 @@ class _Host:
         self.drift = HostDrift(name)
         self.unreachable_events = 0
         self.event_counts: dict[str, int] = dict.fromkeys(COUNT_KEYS, 0)
+        self.plan_roles: list[str] = []  # the roles of the host's plan, from the plan role's result
 
     def saw_role(self, role: str) -> None:
         if role not in self.drift.roles:
@@ -218,12 +223,15 @@ def summarize(
             continue
         if kind == "runner_on_start":
             continue
-        host.saw_role(role)
+        # Ansible tags a role's argument validation always: it runs for a role that --tags left out.
+        if data.get("resolved_action") != VALIDATE_ACTION:
+            host.saw_role(role)
         if kind == "runner_on_ok":
             host.event_counts["ok"] += 1
             verdict = _unmanaged_verdict(res)
             if verdict is not None:
                 host.drift.unmanaged = verdict
+            host.plan_roles = _plan_roles(res) or host.plan_roles
             side = side_diffs.get((host.drift.host, str(data.get("task_uuid"))), [])
             # An emptied result (over ansible-runner's MAX_EVENT_RES) keeps no `changed`: a real
             # difference in its file_diff events is the evidence left.
@@ -268,10 +276,20 @@ def summarize(
     for name in sorted(hosts):
         host = hosts[name]
         host.drift.state = _state(host, stats)
+        if host.drift.state != "unmanaged":
+            host.drift.not_checked = [role for role in host.plan_roles if role not in host.drift.roles]
         if not host.drift.roles:
             host.saw_role(PLAYBOOK_ROLE)
         result_hosts[name] = host.drift
     return DriftResult(result_hosts, started, finished, playbook, problems)
+
+
+def _plan_roles(res: Mapping[str, Any]) -> list[str]:
+    """The roles of the plan the plan role set in this result (gpufabric_plan), else none."""
+    facts = res.get("ansible_facts")
+    plan = facts.get(PLAN_FACT) if isinstance(facts, Mapping) else None
+    roles = plan.get("roles") if isinstance(plan, Mapping) else None
+    return [str(role) for role in roles] if isinstance(roles, list) else []
 
 
 def _unmanaged_verdict(res: Mapping[str, Any]) -> dict[str, str] | None:

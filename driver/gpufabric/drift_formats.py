@@ -133,6 +133,13 @@ def _unmanaged_testcase(host: HostDrift) -> tuple[ET.Element, str]:
     return case, "failure"
 
 
+def _not_checked_testcase(host: HostDrift, role: str) -> tuple[ET.Element, str]:
+    """A role of the plan that ran no task: skipped, never passed."""
+    case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": _xml_text(role), "time": "0"})
+    ET.SubElement(case, "skipped", {"message": "not checked: not selected by --tags / --skip-tags"})
+    return case, "skipped"
+
+
 def to_junit(result: DriftResult) -> str:
     """JUnit XML: one testsuite per host, one testcase per host and role (classname host, name role)."""
     root = ET.Element("testsuites", {"name": "gpufabric drift"})
@@ -142,6 +149,7 @@ def to_junit(result: DriftResult) -> str:
         suite = ET.SubElement(root, "testsuite", {"name": _xml_text(name)})
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         cases = [_unmanaged_testcase(host)] if host.state == "unmanaged" else [_testcase(host, r) for r in host.roles]
+        cases += [_not_checked_testcase(host, role) for role in host.not_checked]
         for case, outcome in cases:
             suite.append(case)
             counts["tests"] += 1

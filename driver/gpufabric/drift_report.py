@@ -104,6 +104,8 @@ class HostDrift:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
     unmanaged: dict[str, str] | None = None  # {"code", "reason"} when site.yml left the host alone
     in_run: bool = True  # False: expected (in the inventory) but in no event of the run
+    # The plan's roles that ran no task here: --tags or --skip-tags left them out (or the host stopped first).
+    not_checked: list[str] = field(default_factory=list)
 
     @property
     def excluded(self) -> bool:
@@ -126,6 +128,7 @@ class HostDrift:
             "counts": dict(self.counts),
             "changed_tasks": len(self.changes),
             "drifted_roles": self.drifted_roles(),
+            "not_checked": list(self.not_checked),
             "roles": {
                 role: {
                     "changes": [change.as_dict() for change in self.changes_in(role)],

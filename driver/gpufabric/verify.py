@@ -49,6 +49,8 @@ class Options:
     args: PlaybookArgs = field(default_factory=PlaybookArgs)
     # --nvlink: the scopes of a rack-scale fleet to run (within one NVLink domain, across domains), tier best each.
     nvlink: list[str] = field(default_factory=list)
+    # --limit: Ansible host patterns; the run covers only these hosts of the inventory (--nodes counts within them).
+    limit: list[str] | None = None
 
 
 def parse_tiers(tier: str | None, compare: str | None) -> tuple[list[str], bool]:
@@ -211,6 +213,7 @@ def run_tier(
             playbook=str(book.resolve()),
             inventory=inventory,
             extravars=extra_vars(options, tier, results_dir, scope, hosts),
+            limit=",".join(options.limit) if options.limit else None,
             envvars=runner_env(),
             cmdline=shlex.join(options.args.cmdline()) or None,
             passwords=playbook_args.passwords(options.args),
@@ -263,6 +266,11 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
     else:
         if not options.inventory:
             raise UserError("give -i INVENTORY to run nccl-tests, or --from-results DIR to judge earlier results")
+        if options.limit:
+            if options.nvlink:
+                raise UserError("--nvlink chooses the hosts of each scope itself; give --limit or --nvlink, not both")
+            if not runs.inventory_hosts(str(options.inventory), options.limit):
+                raise UserError(f"inventory {options.inventory!r} has no host matching --limit {options.limit[0]!r}")
         output = options.output or default_output()
         tiers = options.tiers or ["best"]
         # (label, tier, scope, hosts): a tier over the inventory, or each --nvlink scope of tier best on its hosts.

@@ -13,7 +13,7 @@ description:
     the host's record file. M(gpufabric.cluster.drift_check) later reads the same items through the same code
     and reports what differs (docs/drift.md, "The fast path").
   - playbooks/site.yml calls it once per host after every role of the plan ran and the handlers ran, so the
-    record is the desired state as the roles left it. Entries of roles not given are removed.
+    record is the desired state as the roles left it. Entries of roles neither given nor in O(keep) are removed.
   - Changes only the record file, written atomically, and only when an entry differs. An unreadable record
     file is replaced, with a warning.
 options:
@@ -66,6 +66,13 @@ options:
         changed, added or removed setting is drift even when the plan did not move.
     type: dict
     default: {}
+  keep:
+    description:
+      - Roles whose entries stay as recorded (a run that C(--tags) or C(--skip-tags) narrowed: the roles of the plan
+        it did not run). A role also given in O(roles) is recorded anew; one not in the record stays absent.
+    type: list
+    elements: str
+    default: []
   path:
     description: The record file.
     type: path
@@ -145,6 +152,7 @@ def main() -> None:
             "roles": {"type": "list", "elements": "dict", "required": True, "options": ROLE_SPEC},
             "plan": {"type": "dict", "required": True},
             "settings": {"type": "dict", "default": {}},
+            "keep": {"type": "list", "elements": "str", "default": []},
             "path": {"type": "path", "default": "/var/lib/gpufabric/drift-record.json"},
         },
         supports_check_mode=True,
@@ -167,7 +175,8 @@ def main() -> None:
     before, problem = load_record(path)
     if problem and os.path.exists(path):
         module.warn(f"{problem}; it is written anew")
-    after = {"format": RECORD_FORMAT, "roles": entries}
+    kept = {role: before["roles"][role] for role in module.params["keep"] if role in before["roles"]}
+    after = {"format": RECORD_FORMAT, "roles": {**kept, **entries}}
     changed = before != after
     result = {"changed": changed, "record": after, "path": path}
     if module._diff:

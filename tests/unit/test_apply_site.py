@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gpufabric import apply, runs
+from gpufabric.playbook_args import PlaybookArgs
 from tests.conftest import nccl_env_paths
 
 CATALOG = {"profiles": {"gcp/a3-megagpu-8g": {"tiers": {"best": {"roles": ["nccl_env"]}}}}}
@@ -120,3 +121,28 @@ def test_default_artifacts_and_no_host(fleet: Path, monkeypatch: pytest.MonkeyPa
     assert result.run.artifacts_dir.parent.parent == fleet.parent / "state" / "gpufabric" / runs.RUNS_DIR
     assert result.run.artifacts_dir.name == "apply"
     assert result.run.artifacts_dir.parent.name.startswith("apply-")
+
+
+def test_tags_select_roles_on_a_resolved_plan(fleet: Path) -> None:
+    # fabric_facts first: it reads the hardware at / and fails on this machine, which has none.
+    (fleet.parent / "catalog.yml").write_text(
+        yaml.safe_dump(
+            {"profiles": {"gcp/a3-megagpu-8g": {"tiers": {"best": {"roles": ["fabric_facts", "nccl_env"]}}}}}
+        ),
+        encoding="utf-8",
+    )
+    # The role's name selects it alone; the plan, the record and the reboot summary run for every selection.
+    only = run(fleet, "tags", limit="node-b", check=True, args=PlaybookArgs(tags=("nccl_env",)))
+    assert {name: host.state for name, host in only.hosts.items()} == {"node-b": "changed"}
+    assert only.hosts["node-b"].reboot_required is False and only.exit_code == 0
+    # Ansible tags each role's argument validation always: that is all fabric_facts ran.
+    ran = {
+        event["event_data"].get("role")
+        for event in events_of(only, "runner_on_ok")
+        if event["event_data"]["resolved_action"] != "ansible.builtin.validate_argument_spec"
+    }
+    assert "nccl_env" in ran and "fabric_facts" not in ran
+    # The group tag selects its roles: fabric takes fabric_facts and nccl_env, so the hardware check fails.
+    fabric = run(fleet, "fabric", limit="node-b", check=True, args=PlaybookArgs(tags=("fabric",)))
+    assert fabric.hosts["node-b"].state == "failed"
+    assert "does not have the hardware of gcp/a3-megagpu-8g" in str(fabric.hosts["node-b"].error)

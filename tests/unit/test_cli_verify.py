@@ -8,6 +8,7 @@ real playbooks/verify.yml runs end to end in the nccl_tests molecule scenario.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from gpufabric import verify
+from gpufabric.errors import UserError
 from tests.unit.test_verify_plot import png_size
 from tests.unit.test_verify_report import FIXTURES, GIB, MIB, make_results, synthetic_output
 
@@ -250,19 +252,27 @@ def test_run_compares_two_tiers_through_ansible_runner(tmp_path, stand_in, runne
     assert png_size(directory / "busbw.png")[0] > 0
 
 
-def test_a_broken_play_fails_the_tier_with_its_message(tmp_path, stand_in, runner_environment):
+def test_a_broken_play_fails_the_tier_with_its_message_on_the_limited_hosts(tmp_path, stand_in, runner_environment):
     source, playbook = stand_in
     inventory = write_inventory(tmp_path / "hosts.yml", source, break_tier="best")
     lines: list[str] = []
     options = verify.Options(
-        inventory=str(inventory), collectives=["all_reduce"], nodes=2, tiers=["best"], output=tmp_path / "out"
+        inventory=str(inventory),
+        collectives=["all_reduce"],
+        nodes=2,
+        tiers=["best"],
+        output=tmp_path / "out",
+        limit=["node-b"],
     )
     built, _directory = verify.execute(options, lines.append, playbook=playbook)
     errors = built["tiers"]["best"]["errors"]
-    assert "node-a: Break when the inventory says so: SIMULATED breakage on node-a" in errors
+    assert "node-b: Break when the inventory says so: SIMULATED breakage on node-b" in errors
     assert errors[-1].startswith("the playbook's output: ")
     assert any("FAILED: SIMULATED breakage on node-b" in line for line in lines)
+    assert not any("node-a" in line for line in [*lines, *errors]), "--limit left node-a out"
     assert built["status"] == "fail" and built["tiers"]["best"]["runs"] == []
+    with pytest.raises(UserError, match="has no host matching --limit 'rack9'"):
+        verify.execute(dataclasses.replace(options, limit=["rack9"]), lines.append, playbook=playbook)
 
 
 def test_the_runner_environment_finds_the_podman_connection(ansible_env):

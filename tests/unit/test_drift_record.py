@@ -209,6 +209,9 @@ def test_record_writes_once_then_is_unchanged_and_check_mode_writes_nothing(ansi
     assert written["roles"]["fabric_facts"]["state"] == {}
     assert oct(os.stat(managed["record"]).st_mode & 0o777) == "0o644"
     assert record(ansible_env, managed["args"])["changed"] is False
+    # A run that --tags narrowed keeps the entries of the plan's roles it did not run, as recorded.
+    kept = record(ansible_env, {**managed["args"], "roles": [{"name": "fabric_facts"}], "keep": ["nccl_env", "roce"]})
+    assert kept["changed"] is False and json.loads(managed["record"].read_text()) == written
     # The roles given are the record: one no longer in the plan leaves it.
     record(ansible_env, {**managed["args"], "roles": [{"name": "fabric_facts"}]})
     assert list(json.loads(managed["record"].read_text())["roles"]) == ["fabric_facts"]

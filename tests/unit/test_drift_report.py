@@ -572,3 +572,28 @@ def test_the_fast_checks_one_task_reports_each_drifted_role() -> None:
     assert changes["nccl_env"].items == ["plan gpufabric-sriov.service"]
     assert [diff.unified for diff in changes["sriov"].diffs] == ["--- before: a\n+++ after: b\n@@ -1 +1 @@\n-x\n+y\n"]
     assert [diff.header for diff in changes["nccl_env"].diffs] == ["d"]
+
+
+def test_roles_of_the_plan_that_ran_no_task_are_not_checked_never_clean_by_silence() -> None:
+    edited = events("clean")
+    first_ok = next(
+        event for event in edited if event["event"] == "runner_on_ok" and event["event_data"]["host"] == "gpu-clean-1"
+    )
+    first_ok["event_data"]["res"]["ansible_facts"] = {"gpufabric_plan": {"roles": ["drift_demo", "nccl_env"]}}
+    # Ansible's argument validation of a role is tagged always: it runs for a role --tags left out.
+    validation = copy.deepcopy(first_ok)
+    validation["event_data"].update(
+        role="gpufabric.cluster.nccl_env", resolved_action="ansible.builtin.validate_argument_spec"
+    )
+    validation["event_data"]["res"] = {"changed": False}
+    edited.insert(edited.index(first_ok) + 1, validation)
+    result = drift_events.summarize(edited)
+    host = result.hosts["gpu-clean-1"]
+    assert host.state == "clean" and host.not_checked == ["nccl_env"] and "nccl_env" not in host.roles
+    assert result.hosts["gpu-clean-2"].not_checked == []
+    assert json.loads(drift_formats.to_json(result))["hosts"]["gpu-clean-1"]["not_checked"] == ["nccl_env"]
+    skipped = cases(parse_junit(drift_formats.to_junit(result)))[("gpu-clean-1", "nccl_env")]
+    assert skipped.find("skipped") is not None
+    console = Console(record=True, width=200)
+    drift_console.render(result, console)
+    assert "not checked gpu-clean-1: nccl_env (not selected by --tags / --skip-tags" in console.export_text()
