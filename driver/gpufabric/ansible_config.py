@@ -55,6 +55,44 @@ def environment_value(env: str) -> tuple[str, str] | None:
     return found
 
 
+# The path lists that gpufabric or ansible-runner also set through the environment (this collection; the
+# runner's event callback), by environment variable: Ansible's setting name for each. A variable outranks the
+# user's ansible.cfg, so the user's list (environment, file or Ansible's default) is joined after gpufabric's.
+PATH_LISTS = {
+    "ANSIBLE_COLLECTIONS_PATH": "COLLECTIONS_PATHS",
+    "ANSIBLE_CALLBACK_PLUGINS": "DEFAULT_CALLBACK_PLUGIN_PATH",
+}
+ANSIBLE_DEFAULT = "Ansible's default"
+
+
+@dataclass(frozen=True)
+class PathList:
+    """A path list as Ansible resolves it for the user: absolute paths, and where the value came from."""
+
+    paths: tuple[str, ...]
+    source: str  # "environment (VARIABLE)", the ansible.cfg's path, or ANSIBLE_DEFAULT
+
+
+def path_list(env: str, config: ConfigFile | None) -> PathList:
+    """The user's value of the path list `env` names (a key of PATH_LISTS), resolved by Ansible's own
+    ConfigManager: their environment, then their file (a relative entry is relative to the file, as
+    Ansible reads it), else Ansible's default under ANSIBLE_HOME."""
+    import jinja2
+    from ansible.config.manager import ConfigManager
+
+    name = PATH_LISTS[env]
+    manager = ConfigManager(str(config.path) if config is not None else None)
+    value, origin = manager.get_config_value_and_origin(name)
+    if origin == "default":
+        # Ansible templates this default when it loads its constants; the manager alone leaves it raw.
+        default = manager.get_configuration_definition(name)["default"]
+        home = manager.get_config_value("ANSIBLE_HOME")
+        text = jinja2.Environment(autoescape=False).from_string(default).render(ANSIBLE_HOME=home)
+        return PathList(tuple(os.path.expanduser(p) for p in text.split(os.pathsep) if p), ANSIBLE_DEFAULT)
+    source = f"environment ({origin.removeprefix('env: ')})" if origin.startswith("env: ") else origin
+    return PathList(tuple(str(path) for path in value or []), source)
+
+
 def find() -> Path | None:
     """The file ansible-playbook would read if started in this process's directory, or None."""
     from ansible.config.manager import find_ini_config_file

@@ -102,17 +102,19 @@ def drift_check_playbook() -> Path:
 
 
 def base_env() -> dict[str, str]:
-    """What every run needs: this collection first, the Ansible beside this Python, no colour codes, the
-    user's ansible.cfg, and host key checking as the user's configuration decides it (on by default)."""
-    paths = [str(collections_path())]
-    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
-        paths.append(os.environ["ANSIBLE_COLLECTIONS_PATH"])
+    """What every run needs: this collection first, then the user's collections; the user's callback plugins
+    (ansible-runner adds its own after them); the Ansible beside this Python, no colour codes, the user's
+    ansible.cfg, and host key checking as the user's configuration decides it (on by default)."""
+    config = ansible_config.user_config()
+    collections = ansible_config.path_list("ANSIBLE_COLLECTIONS_PATH", config).paths
+    callbacks = ansible_config.path_list("ANSIBLE_CALLBACK_PLUGINS", config).paths
     env = {
-        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths),
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(dict.fromkeys([str(collections_path()), *collections])),
+        # Set, so that ansible-runner appends its event callback to the user's list instead of replacing it.
+        "ANSIBLE_CALLBACK_PLUGINS": os.pathsep.join(callbacks),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "ANSIBLE_NOCOLOR": "1",
     }
-    config = ansible_config.user_config()
     if config is not None:
         # Found from the user's directory: ansible-playbook, started elsewhere, would miss ./ansible.cfg.
         env["ANSIBLE_CONFIG"] = str(config.path)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """`--show-settings`: the Ansible configuration a playbook run of gpufabric would use, and who decided it.
 
-For each setting of gpufabric's set, and for host key checking: the value Ansible gets and where it
-comes from (the user's environment, the user's ansible.cfg, or gpufabric), beside the configuration file found (the one
+For each setting of gpufabric's set, for host key checking and for the path lists every run merges
+(collections, callback plugins): the value Ansible gets and where it comes from (the user's environment,
+the user's ansible.cfg, or gpufabric), beside the configuration file found (the one
 every run gets as ANSIBLE_CONFIG) and the variables gpufabric always sets. Nothing runs.
 """
 
@@ -13,6 +14,12 @@ from typing import Any
 from rich.console import Console
 
 from gpufabric import ansible_config, ansible_settings, runs
+
+# The path lists every run merges (runs.base_env): the row's setting, and how its source reads.
+PATH_LISTS = {
+    "ANSIBLE_COLLECTIONS_PATH": ("[defaults] collections_path", "gpufabric's collection, then {}"),
+    "ANSIBLE_CALLBACK_PLUGINS": ("[defaults] callback_plugins", "{}, then ansible-runner's event callback"),
+}
 
 
 def describe(
@@ -45,6 +52,9 @@ def describe(
             }
         )
     base = runs.base_env() if always is None else always
+    for env, (setting, merged) in PATH_LISTS.items():
+        user = ansible_config.path_list(env, config)
+        rows.append({"setting": setting, "env": env, "value": base.get(env, ""), "source": merged.format(user.source)})
     shown = {row["env"] for row in rows}
     fixed = {key: value for key, value in base.items() if key.startswith("ANSIBLE_") and key not in shown}
     return {

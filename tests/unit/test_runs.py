@@ -325,6 +325,7 @@ def test_stock_settings_leave_ansible_defaults_and_the_users_host_key_checking(
     assert seen == {"gpu-2": {"host_key_checking": "yes", "forks": "", "pipelining": "", "who": "nobody"}}
     assert set(run.settings) == {
         "ANSIBLE_COLLECTIONS_PATH",
+        "ANSIBLE_CALLBACK_PLUGINS",
         "ANSIBLE_NOCOLOR",
         "ANSIBLE_HOST_KEY_CHECKING",
         "ANSIBLE_CONFIG",
@@ -406,3 +407,57 @@ def test_tally_shortens_a_roles_argument_check_to_its_first_part() -> None:
         {"event": "playbook_on_task_start", "event_data": {"role": "gpufabric.cluster.nccl_env", "task": task}}
     )
     assert tally.task == "nccl_env : Validating arguments against arg spec 'main'"
+
+
+USER_CALLBACK = """
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "mark_start"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_playbook_on_start(self, playbook):
+        with open(playbook._basedir + "/callback-ran", "w") as mark:
+            mark.write("yes")
+"""
+USER_FILTER = """
+class FilterModule:
+    def filters(self):
+        return {"shout": lambda text: str(text).upper()}
+"""
+
+
+def test_the_users_collections_and_callbacks_load_beside_gpufabrics(
+    inventory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """collections_path and callback_plugins of the user's ansible.cfg, relative to the file as Ansible reads
+    them, are joined with gpufabric's collection and ansible-runner's callback: all of them load."""
+    project = tmp_path / "project"
+    (project / "cb").mkdir(parents=True)
+    (project / "cb" / "mark_start.py").write_text(USER_CALLBACK)
+    filters = project / "colls" / "ansible_collections" / "acme" / "tools" / "plugins" / "filter"
+    filters.mkdir(parents=True)
+    (filters / "shout.py").write_text(USER_FILTER)
+    (filters.parents[1] / "galaxy.yml").write_text("namespace: acme\nname: tools\nversion: 1.0.0\n")
+    (project / "ansible.cfg").write_text(
+        "[defaults]\ncollections_path = colls\ncallback_plugins = cb\ncallbacks_enabled = mark_start\n"
+    )
+    playbook = project / "play.yml"
+    playbook.write_text(
+        "- name: Use both collections\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Use the user's filter\n"
+        "      ansible.builtin.debug:\n        msg: \"{{ 'fabric' | acme.tools.shout }}\"\n"
+        "    - name: Summarize whether the host needs a reboot\n"
+        "      ansible.builtin.set_fact:\n        gpufabric_reboot_required: false\n"
+    )
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
+    run = runs.run_playbook(playbook, str(inventory), limit=["gpu-1"], settings="stock", artifacts_dir=tmp_path / "r")
+    assert run.rc == 0, (tmp_path / "r" / "stdout").read_text()
+    assert _messages(run, "Use the user's filter") == {"gpu-1": "FABRIC"}
+    assert (project / "callback-ran").read_text() == "yes", "the user's callback ran beside ansible-runner's"
+    paths = run.settings["ANSIBLE_COLLECTIONS_PATH"].split(":")
+    assert paths[1:] == [str(project / "colls")] and paths[0].endswith(runs.collections_path().name)
