@@ -26,7 +26,7 @@ MIN_BRANCH = {"GB200": 570, "B200": 570, "H200": 550, "H100": 525, "A100": 450}
 # Fabric manager's package is branch-suffixed on Ubuntu/Debian up to this branch (exclusive).
 FM_UNSUFFIXED_FROM = 580
 # IMEX (multi-node NVLink, GB200/GB300 NVL72) is packaged from branch 550, as nvidia-imex-<branch> before 580 and
-# nvidia-imex from 580, at the driver's version with revision -1 (NVIDIA's driver-container install scripts:
+# nvidia-imex from 580, at the driver's upstream version (NVIDIA's driver-container install scripts:
 # "nvidia-imex=${DRIVER_VERSION}-1" from 580, "nvidia-imex-${DRIVER_BRANCH}=${DRIVER_VERSION}-1" from 550).
 IMEX_FROM = 550
 IMEX_UNSUFFIXED_FROM = 580
@@ -39,16 +39,11 @@ PINNING_PACKAGE_FROM = 580
 # The APT preferences file the role writes (the CUDA repository's source and keyring: cuda_repo.CUDA_REPO_NAME).
 PREFERENCES = "gpufabric-nvidia-driver"
 PIN_PRIORITY = 1001
-# Debian revision of the CUDA repository's driver packages per distribution family: NVIDIA builds the Ubuntu ones
-# Ubuntu-style (570.133.20-0ubuntu1), the Debian ones -1. Sources: public install scripts pinning
-# nvidia-driver-570-open=570.133.20-0ubuntu1 and nvidia-open=590.48.01-0ubuntu1 from cuda/repos/ubuntu2204|2404,
-# nvidia-open=595.71.05-1 from cuda/repos/debian13 (LEAD in shared/reference/real-images.md, section 1).
-DRIVER_REVISION = {"debian": "-1", "ubuntu": "-0ubuntu1"}
-# Fabric manager (and libnvidia-nscq) keep NVIDIA's own -1 on Ubuntu too: Azure/azhpc-images
-# ubuntu/common/install_nvidia_fabric_manager.sh fetches nvidia-fabricmanager-510_510.85.02-1_amd64.deb from
-# cuda/repos/ubuntu${VERSION}/x86_64/; public scripts pin nvidia-fabricmanager-570=570.133.20-1 beside
-# nvidia-utils-570=570.133.20-0ubuntu1.
-FABRICMANAGER_REVISION = "-1"
+# No package revision is ever derived here. NVIDIA's revisions change within a branch (Ubuntu: -0ubuntu1 for the
+# driver and -1 for fabric manager up to 580.105.08, -1ubuntu1 for both from 580.126.09; Debian: -1;
+# shared/reference/real-images.md section 1), so an upstream version is handed to vendor_packages as a glob
+# (570.133.20-*), which installs the newest revision the host's repository offers and pins the glob in APT.
+ANY_REVISION = "-*"
 SOURCES = ("cuda_repo", "distro")
 # The role variable that selects install or adopt (adopt.MODES), named in the plan's messages. Not "<role>_mode":
 # the collection names an option for what it selects (tests/unit/test_role_contracts.py).
@@ -128,12 +123,13 @@ def version_error(branch: str, version: str) -> str | None:
 
 
 def package_versions(source: str, distribution: str, version: str) -> tuple[str, str]:
-    """The exact versions (driver packages, fabric manager) the repository publishes for one driver version.
+    """The versions (driver packages; fabric manager, IMEX) to ask the repository for, for one driver version.
 
-    From NVIDIA's CUDA repository the operator may give the upstream version alone (570.133.20): the driver packages
-    get the distribution's revision (-0ubuntu1 on Ubuntu, -1 on Debian) and fabric manager NVIDIA's -1. A version
-    with a revision (595.91.07-1ubuntu1) is taken as the driver packages' exact version; fabric manager still
-    matches on its upstream version. From the distribution, the version is the exact package version as given.
+    From NVIDIA's CUDA repository the operator may give the upstream version alone (570.133.20): every package is
+    asked for as a glob of it (570.133.20-*), which vendor_packages resolves against what the host's repository
+    offers (the newest revision) and reports. A version with a revision (595.91.07-1ubuntu1) is the driver
+    packages' exact version; fabric manager and IMEX, whose revision can differ from the driver's, still match on
+    the upstream version. From the distribution, the version is the exact package version as given.
     """
     fam = family(distribution)
     if source != "cuda_repo":
@@ -142,8 +138,8 @@ def package_versions(source: str, distribution: str, version: str) -> tuple[str,
     if fam == "redhat":
         # dnf versionlock matches name-version; the RPM release (-1.el9) is not derived here.
         return upstream, upstream
-    driver = version if "-" in version else upstream + DRIVER_REVISION[fam]
-    return driver, upstream + FABRICMANAGER_REVISION
+    driver = version if "-" in version else upstream + ANY_REVISION
+    return driver, upstream + ANY_REVISION
 
 
 def fabricmanager_package(branch: str, distribution: str) -> str:
@@ -330,7 +326,7 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     imex_pkg = imex_package(source, branch, distribution) if imex else None
     pinning = pinning_package(source, distribution, branch, version)
     driver_version, fm_version = package_versions(source, distribution, version)
-    # IMEX's version is fabric manager's form: the driver's upstream version with revision -1.
+    # IMEX's version is fabric manager's: any revision of the driver's upstream version.
     own = [name for name in (fm, imex_pkg) if name]
     versions = dict.fromkeys(packages, driver_version) | dict.fromkeys(own, fm_version)
     extras = settings.get("extra_packages") or {}

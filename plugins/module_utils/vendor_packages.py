@@ -32,16 +32,18 @@ host's package manager.
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils.repo_key import keyring_error
 
 # Debian policy's package names; dnf's are a superset, checked by dnf itself.
 NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-# A version must not hold what would change the request's meaning (spaces, '=' or a shell metacharacter).
-VERSION = re.compile(r"^[A-Za-z0-9.+:~_-]+$")
+# A version must not hold what would change the request's meaning (spaces, '=' or a shell metacharacter); '*' is
+# a glob, as in an APT preferences 'Pin: version' line: 570.133.20-* is any revision of upstream 570.133.20.
+VERSION = re.compile(r"^[A-Za-z0-9.+:~_*-]+$")
 # A repository name becomes a file name.
 REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -97,6 +99,9 @@ class Outcome:
     hold: list[str] = field(default_factory=list)
     refreshed: bool = False
     verified: bool = True  # False when check mode could not consult a repository that is not in place yet
+    # Each package pinned by a glob: the exact version it resolved to (the installed one that matches, or the newest
+    # the repositories offer); absent while check mode could not consult the repositories.
+    resolved: dict[str, str] = field(default_factory=dict)
     diff: list[dict[str, str]] = field(default_factory=list)
 
     @property
@@ -166,7 +171,8 @@ def parse_package(entry: dict[str, Any], pins_from: str) -> Package:
     if version and not VERSION.match(version):
         raise VendorPackagesError(
             f"packages: {name} version {version!r} ({pins_from}) is not accepted; accepted: an exact package "
-            "version such as 2.9.1-1 or 1:570.133.20-1, or empty for any version"
+            "version such as 2.9.1-1 or 1:570.133.20-1, a glob such as 570.133.20-* (any revision the repositories "
+            "offer), or empty for any version"
         )
     return Package(
         name=name, version=version, hold=bool(entry.get("hold", True)), repository=str(entry.get("repository") or "")
@@ -211,8 +217,15 @@ def parse_request(params: dict[str, Any]) -> Request:
     )
 
 
+def matches(pin: str, version: str) -> bool:
+    """Whether a version satisfies a pin: equal to it, or, for a pin with '*', matched by it as APT matches a
+    'Pin: version' glob (against the whole version, epoch included)."""
+    return fnmatch.fnmatchcase(version, pin) if "*" in pin else version == pin
+
+
 def pending(packages: list[dict[str, Any]], installed: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Names of the packages not installed at their pin (any version when the pin is empty).
+    """Names of the packages not installed at their pin (any version when the pin is empty; for a glob, any
+    version it matches).
 
     installed is in ansible.builtin.package_facts' layout (name -> [{version, release?}]), which the backends
     produce too: the roles' plans and the module agree on what moves.
@@ -223,7 +236,7 @@ def pending(packages: list[dict[str, Any]], installed: dict[str, list[dict[str, 
         have = {str(entry.get("version", "")) for entry in versions}
         have |= {f"{entry.get('version')}-{entry.get('release')}" for entry in versions if entry.get("release")}
         wanted = package.get("version") or ""
-        if (wanted and wanted not in have) or not versions:
+        if (wanted and not any(matches(wanted, version) for version in have)) or not versions:
             out.append(package["name"])
     return out
 
@@ -233,7 +246,7 @@ def not_offered(request: Request, wanted: list[Package], offered: dict[str, list
 
     def lacks(package: Package) -> bool:
         versions = offered.get(package.name, [])
-        return package.version not in versions if package.version else not versions
+        return not any(matches(package.version, v) for v in versions) if package.version else not versions
 
     missing = [package for package in wanted if lacks(package)]
     if not missing:
@@ -244,6 +257,29 @@ def not_offered(request: Request, wanted: list[Package], offered: dict[str, list
         for package in missing
     ]
     return " ".join(lines + ([request.offer_hint] if request.offer_hint else [])) + " Nothing was installed."
+
+
+def resolve(wanted: list[Package], offered: dict[str, list[str]]) -> dict[str, str]:
+    """Each package pinned by a glob -> the newest offered version it matches (offered lists newest first, as
+    apt-cache madison does): the version to install, and the one apt's preferences then select too."""
+    resolved = {}
+    for package in wanted:
+        if "*" in package.version:
+            match = next((v for v in offered.get(package.name, []) if matches(package.version, v)), None)
+            if match is not None:
+                resolved[package.name] = match
+    return resolved
+
+
+def _installed_matches(packages: tuple[Package, ...], installed: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """Each package pinned by a glob that is installed at a version the glob matches -> that version."""
+    found = {}
+    for package in packages:
+        if "*" in package.version:
+            for entry in installed.get(package.name, []):
+                if matches(package.version, str(entry.get("version", ""))):
+                    found[package.name] = str(entry["version"])
+    return found
 
 
 def _origin(package: Package) -> str:
@@ -260,6 +296,8 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
     installed, held = backend.installed(names)
     moving = pending([{"name": p.name, "version": p.version} for p in request.packages], installed)
     wanted = [package for package in request.packages if package.name in moving]
+    outcome.resolved = _installed_matches(tuple(p for p in request.packages if p.name not in moving), installed)
+    offered: dict[str, list[str]] = {}
     if check_mode and sources_changed:
         # The index cannot know a source before it is written: the pinned versions are reported unverified.
         outcome.verified = not wanted
@@ -269,13 +307,19 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
             outcome.verified = False
             backend.refresh(request.repositories)
             outcome.refreshed = True
-            error = not_offered(request, wanted, backend.offered([p.name for p in wanted]) if wanted else {})
+            if wanted:
+                offered = backend.offered([p.name for p in wanted])
+            error = not_offered(request, wanted, offered)
             outcome.verified = True
             if error:
                 raise VendorPackagesError(error)
         except VendorPackagesError as problem:
             problem.outcome = outcome
             raise
+        # A glob installs as the exact version it resolved to; the preferences file keeps the glob, as requested.
+        resolved = resolve(wanted, offered)
+        outcome.resolved |= resolved
+        wanted = [replace(p, version=resolved.get(p.name, p.version)) for p in wanted]
 
     _release(request, backend, outcome)
     _files(backend, backend.pins(request), outcome, write=not check_mode)

@@ -84,7 +84,11 @@ options:
         type: str
         required: true
       version:
-        description: The exact version (as C(apt-cache madison) lists it); empty for any.
+        description:
+          - The exact version (as C(apt-cache madison) lists it); empty for any.
+          - A version with C(*) is a glob, matched against the whole version as APT matches a C(Pin: version) line:
+            C(570.133.20-*) is any revision of upstream 570.133.20. It installs the newest version the repositories
+            offer that it matches (RV(resolved)); an installed version it matches stays; O(preferences) pins the glob.
         type: str
       hold:
         description: Hold the package (C(apt-mark hold)) so that upgrades cannot move it.
@@ -224,6 +228,13 @@ verified:
       when a source is not in place yet.
   returned: always
   type: bool
+resolved:
+  description:
+    - Each package pinned by a glob and the exact version it resolved to (the installed one it matches, or the
+      newest offered one it matches); a package is absent while check mode could not consult the repositories.
+  returned: always
+  type: dict
+  sample: {nvidia-open: 580.126.09-1ubuntu1, nvidia-fabricmanager: 580.126.09-1ubuntu1}
 """
 
 from typing import Any
@@ -298,6 +309,7 @@ def _result(outcome: Outcome) -> dict[str, Any]:
         "held": outcome.hold,
         "refreshed": outcome.refreshed,
         "verified": outcome.verified,
+        "resolved": outcome.resolved,
         "diff": outcome.diff,
     }
 

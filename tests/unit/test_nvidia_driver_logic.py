@@ -142,12 +142,13 @@ def test_plan_ok_with_fabric_manager_pinned_at_driver_version():
     result = run(**BASE, gpu_model="H100-SXM-80GB", fabric_manager=True, nvswitch=True, gpudirect="peermem")
     assert result["errors"] == []
     assert result["pinned"] == ["nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-fabricmanager-570"]
-    # An exact version with a revision pins the driver's packages at it; fabric manager keeps NVIDIA's -1.
+    # An exact version with a revision pins the driver's packages at it; fabric manager, whose revision can differ,
+    # takes any revision of the same upstream version.
     assert result["versions"] == {
         "linux-headers-6.8.0-1015-aws": "",
         "nvidia-driver-570-open": "570.133.20-1",
         "nvidia-dkms-570-open": "570.133.20-1",
-        "nvidia-fabricmanager-570": "570.133.20-1",
+        "nvidia-fabricmanager-570": "570.133.20-*",
     }
     assert result["upstream_version"] == "570.133.20"
     assert result["cuda_repo_key_url"].endswith("/ubuntu2404/x86_64/3bf863cc.pub")
@@ -242,31 +243,32 @@ def packages_of(step: dict) -> dict[str, str]:
         (
             "ubuntu2204",
             "ubuntu2204",
-            {"nvidia-driver-570-open": "570.133.20-0ubuntu1", "nvidia-dkms-570-open": "570.133.20-0ubuntu1"},
-            "570.133.20-1",
+            {"nvidia-driver-570-open": "570.133.20-*", "nvidia-dkms-570-open": "570.133.20-*"},
+            "570.133.20-*",
         ),
         (
             "ubuntu2404",
             "ubuntu2404",
-            {"nvidia-driver-570-open": "570.133.20-0ubuntu1", "nvidia-dkms-570-open": "570.133.20-0ubuntu1"},
-            "570.133.20-1",
+            {"nvidia-driver-570-open": "570.133.20-*", "nvidia-dkms-570-open": "570.133.20-*"},
+            "570.133.20-*",
         ),
         (
             "debian12",
             "debian12",
-            {"nvidia-open": "570.133.20-1", "nvidia-kernel-open-dkms": "570.133.20-1"},
-            "570.133.20-1",
+            {"nvidia-open": "570.133.20-*", "nvidia-kernel-open-dkms": "570.133.20-*"},
+            "570.133.20-*",
         ),
         (
             "debian13",
             "debian13",
-            {"nvidia-open": "570.133.20-1", "nvidia-kernel-open-dkms": "570.133.20-1"},
-            "570.133.20-1",
+            {"nvidia-open": "570.133.20-*", "nvidia-kernel-open-dkms": "570.133.20-*"},
+            "570.133.20-*",
         ),
     ],
 )
 def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver, fabricmanager):
-    """One upstream version, each package at the exact version NVIDIA publishes on the host's distribution."""
+    """One upstream version, each package asked for as any revision of it: the host's repository decides (NVIDIA's
+    revisions differ by distribution and moved within branch 580), vendor_packages resolves the glob."""
     result = nd.plan({**SETTINGS, "extra_packages": {"nvidia-persistenced": ""}}, None, recorded_facts(target))
     assert result["errors"] == [] and result["warnings"] == []
     headers, driver_step = result["supply"]
@@ -327,9 +329,9 @@ def test_rhel_keeps_its_repository_and_names_without_apt_revisions():
 @pytest.mark.parametrize(
     ("target", "open_", "driver"),
     [
-        ("ubuntu2404", True, {"nvidia-open": "580.65.06-0ubuntu1"}),
-        ("ubuntu2204", False, {"cuda-drivers": "580.65.06-0ubuntu1"}),
-        ("debian12", True, {"nvidia-open": "580.65.06-1", "nvidia-kernel-open-dkms": "580.65.06-1"}),
+        ("ubuntu2404", True, {"nvidia-open": "580.65.06-*"}),
+        ("ubuntu2204", False, {"cuda-drivers": "580.65.06-*"}),
+        ("debian12", True, {"nvidia-open": "580.65.06-*", "nvidia-kernel-open-dkms": "580.65.06-*"}),
     ],
 )
 def test_branch_580_installs_nvidias_pinning_package_first(target, open_, driver):
@@ -357,7 +359,7 @@ def test_branch_580_installs_nvidias_pinning_package_first(target, open_, driver
         "hold": True,
         "repository": "gpufabric-cuda",
     }
-    assert packages_of(driver_step) == {**driver, "nvidia-fabricmanager": "580.65.06-1"}
+    assert packages_of(driver_step) == {**driver, "nvidia-fabricmanager": "580.65.06-*"}
 
 
 def test_earlier_branches_and_the_distribution_have_no_pinning_package():
@@ -422,7 +424,7 @@ def test_a_revision_given_pins_the_driver_packages_fabric_manager_matches_upstre
     assert packages_of(result["supply"][1]) == {
         "nvidia-driver-570-open": "570.133.20-1ubuntu1",
         "nvidia-dkms-570-open": "570.133.20-1ubuntu1",
-        "nvidia-fabricmanager-570": "570.133.20-1",
+        "nvidia-fabricmanager-570": "570.133.20-*",
     }
 
 
@@ -452,7 +454,7 @@ def test_imex_is_pinned_and_held_at_the_driver_version_like_fabric_manager():
     assert result["errors"] == []
     assert result["imex_package"] == "nvidia-imex"
     assert result["pinned"] == ["nvidia-open", "nvidia-imex"]
-    assert result["versions"]["nvidia-imex"] == "580.126.20-1"
+    assert result["versions"]["nvidia-imex"] == "580.126.20-*"
     assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/ubuntu2404/sbsa/"
     driver_step = result["supply"][-1]
     assert {package["name"]: package["hold"] for package in driver_step["packages"]}["nvidia-imex"] is True

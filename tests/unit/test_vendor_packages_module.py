@@ -365,3 +365,40 @@ def test_the_module_in_check_mode_through_ansible(ansible_env, repos, tmp_path):
     bad_version = {**args, "packages": [{"name": "x", "version": "1 2"}]}
     refused = ansible_module.run(ansible_env, "vendor_packages", "-a", json.dumps(bad_version), "--check")
     assert refused["failed"] and "packages: name 'x'" in refused["msg"]
+
+
+# Revisions as NVIDIA's Ubuntu repositories publish them: -0ubuntu1 up to 580.105.08, -1ubuntu1 from 580.126.09
+# (shared/reference/real-images.md section 1); a newer branch beside them.
+DRIVER_VERSIONS = ("580.105.08-0ubuntu1", "580.126.09-1ubuntu1", "590.48.01-1ubuntu1")
+
+
+def test_a_glob_installs_the_newest_revision_it_matches_and_apt_pins_by_it(tmp_path):
+    repo = aptrepo.build_repo(tmp_path / "cuda", [aptrepo.Package("nvidia-open", v) for v in DRIVER_VERSIONS])
+    host = Host(tmp_path / "host")
+
+    def driver(version: str) -> Any:
+        return vp.parse_request(
+            {
+                "repositories": [
+                    {"name": "gpufabric-cuda", "uris": [f"file:{repo.path}"], "suites": [repo.suite],
+                     "components": [repo.component], "signed_by": str(repo.key_file)},
+                ],
+                "packages": [{"name": "nvidia-open", "version": version, "repository": "gpufabric-cuda"}],
+                "preferences": "gpufabric-nvidia-driver",
+                "pins_from": "nvidia_driver_version",
+            }
+        )  # fmt: skip
+
+    done = vp.converge(driver("580.126.09-*"), host.backend, check_mode=False)
+    assert (
+        done.install == ["nvidia-open=580.126.09-1ubuntu1"] and host.installed["nvidia-open"] == "580.126.09-1ubuntu1"
+    )
+    assert done.resolved == {"nvidia-open": "580.126.09-1ubuntu1"}
+    assert "Pin: version 580.126.09-*\n" in (tmp_path / "host/preferences.d/gpufabric-nvidia-driver.pref").read_text()
+    # Real apt reads the glob pin: its candidate is the pinned upstream, not the newer branch.
+    _rc, policy, _err = host._apt(["apt-cache", "policy", "nvidia-open"])
+    assert "Candidate: 580.126.09-1ubuntu1" in policy, policy
+    again = vp.converge(driver("580.126.09-*"), host.backend, check_mode=False)
+    assert not again.changed and again.resolved == {"nvidia-open": "580.126.09-1ubuntu1"}
+    with pytest.raises(vp.VendorPackagesError, match=r"version '575\.64\.05-\*' is not in repository gpufabric-cuda"):
+        vp.converge(driver("575.64.05-*"), host.backend, check_mode=False)
