@@ -31,9 +31,13 @@ FABRIC_MODULES: dict[str, tuple[str, ...]] = {
     "none": (),
 }
 
-# The inbox stack of each release, package -> exact version in the release pocket (a pin to the release pocket
-# stays installable for the release's life; the -updates pocket moves). rdma-core's binaries (rdma-core,
-# ibverbs-utils, infiniband-diags) share the source's version, as do ucx's (libucx0, ucx-utils).
+# The inbox stack of each release, package -> version. rdma-core's binaries (rdma-core, ibverbs-utils,
+# infiniband-diags, and on Ubuntu the libraries ibverbs-providers, libibverbs1, librdmacm1, pinned with them so
+# that the set never ends at mixed versions) share the source's version, as do ucx's (libucx0, ucx-utils).
+# Debian: the exact version of the stable release. Ubuntu: any revision of the release's upstream version (a glob,
+# vendor_packages.matches), because the -updates pocket rebuilds it (noble: 50.0-2build2 in the release pocket,
+# 50.0-2ubuntu0.2 in noble-updates; shared/reference/real-images.md section 5): the newest the host's pockets offer
+# is installed, and an installed one is kept, never downgraded to the release pocket's.
 INBOX_DEFAULTS: dict[str, dict[str, str]] = {
     # Debian 12 bookworm: installed from Debian's mirror by molecule/rdma_stack (real packages).
     "debian12": {
@@ -56,23 +60,28 @@ INBOX_DEFAULTS: dict[str, dict[str, str]] = {
     # Ubuntu 22.04 jammy, from packages.ubuntu.com/jammy/{rdma-core,perftest,ucx-utils} (ucx-utils depends on
     # libucx0 (= 1.12.1~rc2-1)). perftest and ucx are in universe. No jammy-updates version is listed for them.
     "ubuntu2204": {
-        "rdma-core": "39.0-1",
-        "ibverbs-utils": "39.0-1",
-        "infiniband-diags": "39.0-1",
-        "perftest": "4.4+0.37-1",
-        "libucx0": "1.12.1~rc2-1",
-        "ucx-utils": "1.12.1~rc2-1",
+        "rdma-core": "39.0-*",
+        "ibverbs-utils": "39.0-*",
+        "infiniband-diags": "39.0-*",
+        "ibverbs-providers": "39.0-*",
+        "libibverbs1": "39.0-*",
+        "librdmacm1": "39.0-*",
+        "perftest": "4.4+0.37-*",
+        "libucx0": "1.12.1~rc2-*",
+        "ucx-utils": "1.12.1~rc2-*",
     },
-    # Ubuntu 24.04 noble, from packages.ubuntu.com/noble/{rdma-core,ucx-utils} and source/noble/perftest.
-    # noble-updates carries rdma-core 50.0-2ubuntu0.2 (seen in an install log; UNVERIFIED as the current one):
-    # pin it through rdma_stack_inbox_packages to follow the updates pocket.
+    # Ubuntu 24.04 noble, from packages.ubuntu.com/noble/{rdma-core,ucx-utils} and source/noble/perftest (release
+    # pocket 50.0-2build2, 24.01.0+0.38-1build2, 1.16.0+ds-5ubuntu1); noble-updates rdma-core 50.0-2ubuntu0.2.
     "ubuntu2404": {
-        "rdma-core": "50.0-2build2",
-        "ibverbs-utils": "50.0-2build2",
-        "infiniband-diags": "50.0-2build2",
-        "perftest": "24.01.0+0.38-1build2",
-        "libucx0": "1.16.0+ds-5ubuntu1",
-        "ucx-utils": "1.16.0+ds-5ubuntu1",
+        "rdma-core": "50.0-*",
+        "ibverbs-utils": "50.0-*",
+        "infiniband-diags": "50.0-*",
+        "ibverbs-providers": "50.0-*",
+        "libibverbs1": "50.0-*",
+        "librdmacm1": "50.0-*",
+        "perftest": "24.01.0+0.38-*",
+        "libucx0": "1.16.0+ds-*",
+        "ucx-utils": "1.16.0+ds-*",
     },
 }
 

@@ -316,13 +316,18 @@ def converge(request: Request, backend: Backend, check_mode: bool) -> Outcome:
         except VendorPackagesError as problem:
             problem.outcome = outcome
             raise
-        # A glob installs as the exact version it resolved to; the preferences file keeps the glob, as requested.
+        # A glob installs as the exact version it resolved to.
         resolved = resolve(wanted, offered)
         outcome.resolved |= resolved
         wanted = [replace(p, version=resolved.get(p.name, p.version)) for p in wanted]
 
     _release(request, backend, outcome)
-    _files(backend, backend.pins(request), outcome, write=not check_mode)
+    # The pins and holds are of the resolved versions: the next run, which finds them installed, writes the same
+    # file. A glob stays in the file only while check mode could not consult the repositories.
+    pinned = replace(
+        request, packages=tuple(replace(p, version=outcome.resolved.get(p.name, p.version)) for p in request.packages)
+    )
+    _files(backend, backend.pins(pinned), outcome, write=not check_mode)
     specs = {package.name: backend.spec(package) for package in wanted}
     if specs and outcome.refreshed:
         # Dependencies pinned with (= version) are named too: apt would otherwise pick their newest version

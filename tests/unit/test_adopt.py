@@ -87,7 +87,7 @@ def test_install_mode_is_unchanged_and_says_so():
     assert result == nd.plan({**settings, "mode": "install"}, None, facts)
     assert result["adopt"] == {"mode": "install", "known": False, "found": {}, "missing": [], "refused": ""}
     assert result["apt_pins"] == []
-    assert names(result["supply"][-1])["nvidia-driver-570-open"] == "570.133.20-0ubuntu1"
+    assert names(result["supply"][-1])["nvidia-driver-570-open"] == "570.133.20-*"
 
 
 def test_a_mode_that_is_not_one_is_refused():
@@ -128,9 +128,10 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
     assert names(hold) == GCP_LIKE
     assert all(package["hold"] and package["repository"] == "" for package in hold["packages"])
     assert (hold["preferences"], hold["pin_priority"]) == ("gpufabric-nvidia-driver", 1001)
-    # Fabric manager, which the image lacks, at the shipped driver's upstream version with NVIDIA's -1, from the
-    # CUDA repository (its key, its source), pinned in the file of the profile's own packages.
-    assert names(added) == {"nvidia-fabricmanager-570": "570.195.03-1"}
+    # Fabric manager, which the image lacks, at any revision of the shipped driver's upstream version (the CUDA
+    # repository's, resolved on the host), from that repository (its key, its source), pinned in the file of the
+    # profile's own packages.
+    assert names(added) == {"nvidia-fabricmanager-570": "570.195.03-*"}
     assert [key["url"] for key in added["keys"]] == [CUDA_2204 + "3bf863cc.pub"]
     assert [repository["uris"] for repository in added["repositories"]] == [[CUDA_2204]]
     assert added["packages"][0]["repository"] == "gpufabric-cuda" and added["packages"][0]["hold"]
@@ -154,7 +155,7 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
         "refused": "",
     }
     assert result["upstream_version"] == "570.195.03" and result["pinning_package"] is None
-    assert result["versions"] == {HEADERS: "", **GCP_LIKE, "nvidia-fabricmanager-570": "570.195.03-1"}
+    assert result["versions"] == {HEADERS: "", **GCP_LIKE, "nvidia-fabricmanager-570": "570.195.03-*"}
     assert result["cuda_repo_url"] == CUDA_2204
 
 
@@ -186,7 +187,12 @@ def test_the_run_after_installing_fabric_manager_pins_and_holds_the_same():
 
     first = plan(GCP_LIKE)
     second = plan(GCP_LIKE | {"nvidia-fabricmanager-570": "570.195.03-1"})
-    assert pinned(second) == pinned(first)
+    # The first plan asks for any revision; vendor_packages pins what that resolved to (570.195.03-1 here), which the
+    # second plan adopts: the same file.
+    assert pinned(first)["gpufabric-nvidia-driver-extra"] == {"nvidia-fabricmanager-570": ("570.195.03-*", True)}
+    assert pinned(second) == pinned(first) | {
+        "gpufabric-nvidia-driver-extra": {"nvidia-fabricmanager-570": ("570.195.03-1", True)}
+    }
     assert second["adopt"]["missing"] == [] and first["adopt"]["missing"] == ["nvidia-fabricmanager-570"]
 
 
@@ -241,8 +247,8 @@ def test_two_drivers_shipped_are_refused():
     assert "nvidia-driver-570-open 570.172.08-0ubuntu1" in error and "accepted: one driver version" in error
 
 
-# Real versions: the CUDA repository's Ubuntu and Debian 13 driver (public install scripts; the module's
-# DRIVER_REVISION sources), Debian 12's own driver and nvidia-persistenced (molecule/nvidia_driver installs them).
+# Real versions: the CUDA repository's Ubuntu and Debian 13 driver (public install scripts,
+# shared/reference/real-images.md section 1), Debian 12's own driver and nvidia-persistenced (molecule/nvidia_driver installs them).
 FOUND_ACROSS_SOURCES = [
     ("ubuntu2404", "570.133.20", {"nvidia-driver-570-open": "570.133.20-0ubuntu1"}, "nvidia-driver-570-open"),
     (
@@ -269,7 +275,7 @@ def test_the_driver_is_found_across_sources(target, version, shipped, carrier):
 def test_debian_cuda_repository_gives_fabric_manager_its_revision():
     shipped = {"nvidia-open": "595.71.05-1", "nvidia-kernel-open-dkms": "595.71.05-1"}
     result = plan(shipped, "debian13", branch="595", version="595.71.05")
-    assert names(result["supply"][-1]) == {"nvidia-fabricmanager": "595.71.05-1"}
+    assert names(result["supply"][-1]) == {"nvidia-fabricmanager": "595.71.05-*"}
     assert result["cuda_repo_url"] == f"{cuda_repo.CUDA_REPO_BASE}/debian13/x86_64/"
 
 
@@ -307,7 +313,7 @@ def test_source_distro_installs_a_missing_package_at_the_version_given():
 
 
 def test_extra_packages_installed_are_adopted_missing_ones_installed():
-    # nscq keeps NVIDIA's -1 on Ubuntu, as fabric manager does (nvidia_driver.FABRICMANAGER_REVISION): given exactly.
+    # An exact version given for an extra is kept as given.
     extras = {"nvidia-compute-utils-570-server": "", "libnvidia-nscq-570": "570.195.03-1", "nvidia-modprobe": ""}
     result = plan(GCP_LIKE | OTHERS, extra_packages=extras)
     _headers, hold, own = result["supply"]
@@ -316,7 +322,7 @@ def test_extra_packages_installed_are_adopted_missing_ones_installed():
     assert names(own) == {
         "nvidia-compute-utils-570-server": CANONICAL,
         "nvidia-modprobe": "575.57.08-0ubuntu1",
-        "nvidia-fabricmanager-570": "570.195.03-1",
+        "nvidia-fabricmanager-570": "570.195.03-*",
         "libnvidia-nscq-570": "570.195.03-1",
     }
     assert "nvidia-compute-utils-570-server" not in names(hold)
@@ -350,7 +356,7 @@ def test_imex_shipped_is_adopted_and_missing_imex_installed_at_the_drivers_versi
     lacking = plan(GCP_LIKE, imex=True)
     assert lacking["errors"] == []
     assert "nvidia-imex-570" in lacking["adopt"]["missing"]
-    assert names(lacking["supply"][-1])["nvidia-imex-570"] == "570.195.03-1"
+    assert names(lacking["supply"][-1])["nvidia-imex-570"] == "570.195.03-*"
     shipped = plan(GCP_LIKE | {"nvidia-imex-570": "570.195.03-1"}, imex=True)
     assert shipped["errors"] == [] and "nvidia-imex-570" not in shipped["adopt"]["missing"]
     assert "nvidia-imex-570" in shipped["pinned"]

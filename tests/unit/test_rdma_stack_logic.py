@@ -175,21 +175,25 @@ recorded_facts = partial(conftest.recorded_facts, kernel="6.8.0-1015-gcp")
 
 
 @pytest.mark.parametrize(
-    ("target", "rdma_core", "perftest", "ucx"),
+    ("target", "rdma_core", "perftest", "ucx", "libraries"),
     [
-        ("debian12", "44.0-2", "4.5+0.17-1", "1.13.1-1"),
-        ("debian13", "56.1-1", "25.01.0+0.80-1", "1.18.1+ds-2+b1"),
-        ("ubuntu2204", "39.0-1", "4.4+0.37-1", "1.12.1~rc2-1"),
-        ("ubuntu2404", "50.0-2build2", "24.01.0+0.38-1build2", "1.16.0+ds-5ubuntu1"),
+        ("debian12", "44.0-2", "4.5+0.17-1", "1.13.1-1", False),
+        ("debian13", "56.1-1", "25.01.0+0.80-1", "1.18.1+ds-2+b1", False),
+        # Ubuntu: any revision of the release's upstream, so that the -updates pocket's rebuild is taken and an
+        # installed one never downgraded; the rdma-core libraries are pinned with it.
+        ("ubuntu2204", "39.0-*", "4.4+0.37-*", "1.12.1~rc2-*", True),
+        ("ubuntu2404", "50.0-*", "24.01.0+0.38-*", "1.16.0+ds-*", True),
     ],
 )
-def test_an_empty_inbox_table_means_the_release_s_own(target, rdma_core, perftest, ucx):
+def test_an_empty_inbox_table_means_the_release_s_own(target, rdma_core, perftest, ucx, libraries):
     plan = rdma.plan({"flavor": "inbox", "fabric": "infiniband", "inbox_packages": {}}, None, recorded_facts(target))
     assert plan["errors"] == []
+    libs = dict.fromkeys(("ibverbs-providers", "libibverbs1", "librdmacm1"), rdma_core) if libraries else {}
     assert {p["name"]: p["version"] for p in plan["packages"]} == {
         "rdma-core": rdma_core,
         "ibverbs-utils": rdma_core,
         "infiniband-diags": rdma_core,
+        **libs,
         "perftest": perftest,
         "libucx0": ucx,
         "ucx-utils": ucx,

@@ -372,7 +372,7 @@ def test_the_module_in_check_mode_through_ansible(ansible_env, repos, tmp_path):
 DRIVER_VERSIONS = ("580.105.08-0ubuntu1", "580.126.09-1ubuntu1", "590.48.01-1ubuntu1")
 
 
-def test_a_glob_installs_the_newest_revision_it_matches_and_apt_pins_by_it(tmp_path):
+def test_a_glob_installs_the_newest_revision_it_matches_and_pins_what_it_resolved_to(tmp_path):
     repo = aptrepo.build_repo(tmp_path / "cuda", [aptrepo.Package("nvidia-open", v) for v in DRIVER_VERSIONS])
     host = Host(tmp_path / "host")
 
@@ -394,11 +394,14 @@ def test_a_glob_installs_the_newest_revision_it_matches_and_apt_pins_by_it(tmp_p
         done.install == ["nvidia-open=580.126.09-1ubuntu1"] and host.installed["nvidia-open"] == "580.126.09-1ubuntu1"
     )
     assert done.resolved == {"nvidia-open": "580.126.09-1ubuntu1"}
-    assert "Pin: version 580.126.09-*\n" in (tmp_path / "host/preferences.d/gpufabric-nvidia-driver.pref").read_text()
-    # Real apt reads the glob pin: its candidate is the pinned upstream, not the newer branch.
+    # Pinned at the version it resolved to: the next run, finding it installed, writes the same file.
+    pref = (tmp_path / "host/preferences.d/gpufabric-nvidia-driver.pref").read_text()
+    assert "Pin: version 580.126.09-1ubuntu1\n" in pref
+    # Real apt reads the pin: its candidate is the pinned version, not the newer branch.
     _rc, policy, _err = host._apt(["apt-cache", "policy", "nvidia-open"])
     assert "Candidate: 580.126.09-1ubuntu1" in policy, policy
     again = vp.converge(driver("580.126.09-*"), host.backend, check_mode=False)
     assert not again.changed and again.resolved == {"nvidia-open": "580.126.09-1ubuntu1"}
+    assert (tmp_path / "host/preferences.d/gpufabric-nvidia-driver.pref").read_text() == pref
     with pytest.raises(vp.VendorPackagesError, match=r"version '575\.64\.05-\*' is not in repository gpufabric-cuda"):
         vp.converge(driver("575.64.05-*"), host.backend, check_mode=False)
