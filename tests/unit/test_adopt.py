@@ -248,7 +248,8 @@ def test_two_drivers_shipped_are_refused():
 
 
 # Real versions: the CUDA repository's Ubuntu and Debian 13 driver (public install scripts,
-# shared/reference/real-images.md section 1), Debian 12's own driver and nvidia-persistenced (molecule/nvidia_driver installs them).
+# shared/reference/real-images.md section 1), Debian 12's own driver and nvidia-persistenced
+# (molecule/nvidia_driver installs them).
 FOUND_ACROSS_SOURCES = [
     ("ubuntu2404", "570.133.20", {"nvidia-driver-570-open": "570.133.20-0ubuntu1"}, "nvidia-driver-570-open"),
     (
