@@ -103,6 +103,8 @@ def bake(options: Options, progress: Progress) -> Result:
             hosts=[container],
             label="bake",
             args=options.args,
+            # The podman connection runs podman, with the configuration gpufabric's own podman calls have.
+            environment=lab_podman.configuration(),
         )
         if run.rc != 0:
             progress(f"bake.yml failed (exit {run.rc}); no image made. Artifacts: {artifacts}")

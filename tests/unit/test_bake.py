@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`gpufabric bake` leaves no container behind, however it ends (tests/lab/test_bake.py bakes for real).
+"""`gpufabric bake` leaves no container behind, however it ends, and gives podman the configuration it needs
+from a checkout or the wheel, never over the user's own (tests/lab/test_bake.py bakes for real).
 
 podman is replaced at the subprocess boundary by a fake on PATH that keeps its containers in a JSON file and
 fails, or presses Ctrl-C, where a test asks; the play is replaced by a stub of runs.run_playbook. Each case
@@ -10,18 +11,20 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from gpufabric import bake as fleet_bake
-from gpufabric import runs
+from gpufabric import lab_podman, runs
 from gpufabric.errors import UserError
 
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = "aws/p5.48xlarge"
 TAG = "localhost/gpufabric-unittest-baked:1"
 
-# State: {"containers": {name: status}, "images": [tag], "calls": [argv]}.
+# State: {"containers": {name: status}, "images": [tag], "calls": [argv], "confs": [CONTAINERS_CONF of each]}.
 # FAKE_PODMAN_FAIL names the step that fails (run, cleanup, commit) or is interrupted (boot-ctrl-c, rm-ctrl-c:
 # SIGINT to gpufabric, as a Ctrl-C in the terminal delivers it to the whole foreground process group).
 FAKE_PODMAN = """\
@@ -34,6 +37,7 @@ fail = os.environ.get("FAKE_PODMAN_FAIL", "")
 state = json.loads(state_file.read_text()) if state_file.exists() else {{"containers": {{}}, "images": [], "calls": []}}
 args = sys.argv[1:]
 state["calls"].append(args)
+state.setdefault("confs", []).append(os.environ.get("CONTAINERS_CONF"))
 containers = state["containers"]
 code, out, err = 0, "", ""
 if args[:2] == ["image", "exists"]:
@@ -82,7 +86,19 @@ sys.exit(code)
 
 
 @pytest.fixture
-def podman(tmp_path, monkeypatch):
+def no_podman_config(tmp_path, monkeypatch):
+    """A user who configured podman in no way (no CONTAINERS_CONF, no containers.conf); returns the system dir."""
+    system = tmp_path / "etc-containers"
+    system.mkdir()
+    monkeypatch.setattr(lab_podman, "SYSTEM_CONFIG", system)
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    return system
+
+
+@pytest.fixture
+def podman(tmp_path, monkeypatch, no_podman_config):
     """Put the fake podman first on PATH; returns a function that reads its state."""
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
@@ -98,9 +114,10 @@ def podman(tmp_path, monkeypatch):
 def play(rc: int = 0, interrupt: bool = False):
     """A stand-in for runs.run_playbook: exits rc, or is interrupted by Ctrl-C."""
 
-    def run_playbook(playbook, inventory, *, artifacts_dir, hosts, **_):
+    def run_playbook(playbook, inventory, *, artifacts_dir, hosts, environment, **_):
         if interrupt:
             raise KeyboardInterrupt
+        run_playbook.environment = environment
         return runs.PlaybookRun(rc, "failed" if rc else "successful", [], artifacts_dir, 0.1, hosts)
 
     return run_playbook
@@ -117,11 +134,15 @@ def made(state: dict) -> list[str]:
 
 
 def test_a_bake_commits_the_image_and_removes_its_container(tmp_path, podman, monkeypatch):
-    monkeypatch.setattr(fleet_bake.runs, "run_playbook", play(rc=0))
+    stub = play(rc=0)
+    monkeypatch.setattr(fleet_bake.runs, "run_playbook", stub)
     result = bake(tmp_path)
     state = podman()
     assert result.committed and state["images"] == [TAG]
     assert len(made(state)) == 1 and state["containers"] == {}
+    # Every podman call, and ansible-playbook's podman connection, had gpufabric's containers.conf.
+    conf = str(REPO / ".ci" / "containers.conf")
+    assert set(state["confs"]) == {conf} and stub.environment == {"CONTAINERS_CONF": conf}
 
 
 @pytest.mark.parametrize(
@@ -150,3 +171,52 @@ def test_a_failed_bake_leaves_no_container(tmp_path, podman, monkeypatch, fail, 
     assert len(made(state)) == 1, state["calls"]
     assert state["containers"] == {}, f"left behind: {state['containers']}"
     assert state["images"] == []
+
+
+# --- podman's configuration ---------------------------------------------------------------------------------
+
+
+def test_a_containers_conf_the_user_set_is_kept(tmp_path, monkeypatch, no_podman_config):
+    mine = tmp_path / "mine.conf"
+    mine.write_text("[engine]\n")
+    monkeypatch.setenv("CONTAINERS_CONF", str(mine))
+    assert lab_podman.configuration() == {}
+    assert lab_podman.environment()["CONTAINERS_CONF"] == str(mine)
+
+
+@pytest.mark.parametrize("where", ["system", "system drop-in", "user", "user drop-in"])
+def test_a_user_who_configured_podman_keeps_their_configuration(tmp_path, monkeypatch, no_podman_config, where):
+    # CONTAINERS_CONF would make podman read gpufabric's file instead of theirs.
+    directory = no_podman_config if where.startswith("system") else tmp_path / "home" / ".config" / "containers"
+    if where.startswith("user"):
+        monkeypatch.setattr(lab_podman.os, "geteuid", lambda: 1000)  # rootless: podman reads their own file
+    file = directory / "containers.conf.d" / "10-mine.conf" if "drop-in" in where else directory / "containers.conf"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text('[engine]\nruntime = "crun"\n')
+    assert lab_podman.configuration() == {}
+    assert "CONTAINERS_CONF" not in lab_podman.environment()
+
+
+def test_a_checkout_gives_podman_its_ci_containers_conf(no_podman_config, monkeypatch):
+    monkeypatch.setenv("CONTAINERS_CONF", "")  # set but empty counts as unset
+    conf = str(REPO / ".ci" / "containers.conf")
+    assert lab_podman.configuration() == {"CONTAINERS_CONF": conf}
+    assert lab_podman.environment()["CONTAINERS_CONF"] == conf
+
+
+def test_the_wheel_carries_the_containers_conf_and_uses_it(tmp_path, monkeypatch, no_podman_config):
+    # The wheel as `pip install gpufabric` gets it (hatchling, in-process: half a second), then the
+    # installed layout: the collection under gpufabric/_collection has no .ci/, the package its copy.
+    from hatchling.builders.wheel import WheelBuilder
+
+    [wheel] = WheelBuilder(str(REPO)).build(directory=str(tmp_path / "dist"), versions=["standard"])
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "site")
+    package = tmp_path / "site" / "gpufabric"
+    assert (package / "containers.conf").read_bytes() == (REPO / ".ci" / "containers.conf").read_bytes()
+    assert lab_podman.WHEEL_CONF == lab_podman.PACKAGE_DIR / "containers.conf"
+    collection = package / "_collection"
+    assert (collection / "galaxy.yml").is_file() and not (collection / ".ci").exists()
+    monkeypatch.setattr(lab_podman, "collection_root", lambda: collection)
+    monkeypatch.setattr(lab_podman, "WHEEL_CONF", package / "containers.conf")
+    assert lab_podman.configuration() == {"CONTAINERS_CONF": str(package / "containers.conf")}
