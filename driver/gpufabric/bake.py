@@ -89,8 +89,10 @@ def bake(options: Options, progress: Progress) -> Result:
     inventory = artifacts / "inventory.yml"
     inventory.write_text(inventory_text(container), encoding="utf-8")
     progress(f"bake {options.profile} on {options.image} in container {container}")
-    lab_podman.podman(["run", "--detach", "--name", container, "--systemd", "always", options.image, "/sbin/init"])
+    # From `podman run` on, every way out removes the container: a run that fails after podman created the
+    # container (it stays "Created"), a failed play, clean-up or commit, an exception, Ctrl-C.
     try:
+        lab_podman.podman(["run", "--detach", "--name", container, "--systemd", "always", options.image, "/sbin/init"])
         lab_podman.wait_booted(container)
         run = runs.run_playbook(
             collection_root() / "playbooks" / "bake.yml",
@@ -101,6 +103,8 @@ def bake(options: Options, progress: Progress) -> Result:
             hosts=[container],
             label="bake",
             args=options.args,
+            # The podman connection runs podman, with the configuration gpufabric's own podman calls have.
+            environment=lab_podman.configuration(),
         )
         if run.rc != 0:
             progress(f"bake.yml failed (exit {run.rc}); no image made. Artifacts: {artifacts}")
@@ -125,4 +129,20 @@ def bake(options: Options, progress: Progress) -> Result:
         progress(f"image {options.tag}: {options.profile} baked; artifacts: {artifacts}")
         return Result(options.tag, run, committed=True)
     finally:
-        lab_podman.podman(["rm", "--force", "--time", "3", container], check=False)
+        remove(container, progress)
+
+
+def remove(container: str, progress: Progress) -> None:
+    """Remove the build container, whatever state it is in (--ignore: also when podman never made it).
+
+    A second Ctrl-C (it reaches podman too) would cut the removal short: it is tried once more before the
+    interrupt goes on.
+    """
+    try:
+        removed = lab_podman.podman(["rm", "--force", "--ignore", "--time", "3", container], check=False)
+    except KeyboardInterrupt:
+        removed = lab_podman.podman(["rm", "--force", "--ignore", "--time", "3", container], check=False)
+        raise
+    if removed.returncode != 0:
+        message = (removed.stderr or removed.stdout).strip()
+        progress(f"could not remove container {container} (`podman rm --force {container}` removes it): {message}")

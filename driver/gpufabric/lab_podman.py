@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The podman calls of `gpufabric lab`: one place that runs podman, with the right configuration.
+"""The podman calls of `gpufabric lab` and `bake`: one place that runs podman, with the right configuration.
 
-Podman reads CONTAINERS_CONF: the environment's when set, else the checkout's
-.ci/containers.conf (runc, ulimits and cgroupfs this kind of CI host needs; see
-that file). A wheel has no .ci/, and then podman's own configuration applies.
+Podman on a CI host like this project's (no systemd as PID 1, no journald, hybrid cgroups, low hard
+ulimits) needs settings its defaults lack: runc, ulimits the host can grant, cgroupfs, file logs and
+events (.ci/containers.conf says why). gpufabric gives podman that file as CONTAINERS_CONF, the checkout's
+or the wheel's copy of it (gpufabric/containers.conf), unless the user configured podman: a CONTAINERS_CONF
+of their own, or a containers.conf podman reads besides its distribution's defaults. Those are never
+replaced (CONTAINERS_CONF makes podman read that one file and no other).
 """
 
 from __future__ import annotations
@@ -12,24 +15,53 @@ import os
 import subprocess
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from gpufabric.collection import collection_root
+from gpufabric.collection import PACKAGE_DIR, collection_root
 from gpufabric.errors import UserError
 
 MISSING = "missing"  # the state of a container podman does not know
 BOOTED = ("running", "degraded")  # `systemctl is-system-running`: degraded still means booted
+# The containers.conf files an administrator writes (/usr/share/containers holds the distribution's defaults).
+SYSTEM_CONFIG = Path("/etc/containers")
+WHEEL_CONF = PACKAGE_DIR / "containers.conf"  # pyproject.toml puts .ci/containers.conf there in the wheel
+
+
+def user_configured(env: dict[str, str]) -> bool:
+    """Whether podman reads a containers.conf of the user's: the system one (root) or their own (rootless)."""
+    confs = [SYSTEM_CONFIG / "containers.conf"]
+    if os.geteuid() != 0:  # root's podman reads no file in its home
+        config_home = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or "~").expanduser() / ".config")
+        confs.append(Path(config_home) / "containers" / "containers.conf")
+    return any(conf.is_file() or any(conf.with_name("containers.conf.d").glob("*.conf")) for conf in confs)
+
+
+def own_conf() -> Path | None:
+    """gpufabric's containers.conf: the checkout's .ci/containers.conf, else the wheel's copy."""
+    try:
+        candidates = [collection_root() / ".ci" / "containers.conf", WHEEL_CONF]
+    except UserError:
+        candidates = [WHEEL_CONF]
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def configuration() -> dict[str, str]:
+    """What podman's environment needs besides the user's: CONTAINERS_CONF, where the user configured nothing.
+
+    Also for ansible-playbook, whose containers.podman.podman connection (gpufabric bake) runs podman too.
+    """
+    env = dict(os.environ)
+    if env.get("CONTAINERS_CONF") or user_configured(env):
+        return {}
+    conf = own_conf()
+    return {"CONTAINERS_CONF": str(conf)} if conf is not None else {}
 
 
 def environment() -> dict[str, str]:
     env = dict(os.environ)
     if not env.get("CONTAINERS_CONF"):
-        try:
-            conf = collection_root() / ".ci" / "containers.conf"
-        except UserError:
-            return env
-        if conf.is_file():
-            env["CONTAINERS_CONF"] = str(conf)
-    return env
+        env.pop("CONTAINERS_CONF", None)  # set but empty: podman would fail to read ""
+    return {**env, **configuration()}
 
 
 def podman(

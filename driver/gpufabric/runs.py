@@ -327,6 +327,7 @@ def run_playbook(
     watch: Callable[[Tally], None] | None = None,
     label: str = "",
     args: playbook_args.PlaybookArgs | None = None,
+    environment: dict[str, str] | None = None,
 ) -> PlaybookRun:
     """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
 
@@ -334,7 +335,8 @@ def run_playbook(
     host. hosts: the inventory's hosts the run covers, when the caller listed them already (sizes
     forks and the progress count). progress gets a line at the start, per task and at the end;
     with watch (a live display, given the Tally after every event) the per-task lines are left out.
-    args: the ansible-playbook options the user gave, passed through.
+    args: the ansible-playbook options the user gave, passed through. environment: variables ansible-playbook
+    gets besides this process's and the Ansible settings (what a connection plugin's own tool needs).
     """
     import ansible_runner
 
@@ -349,7 +351,7 @@ def run_playbook(
     chosen = ansible_settings.settings(settings, len(covered), forks=forks, strategy=strategy)
     applied = ansible_settings.without_long_control_dir(ansible_settings.ours(ansible_settings.layer(chosen, config)))
     ansible_settings.prepare(applied)
-    env = {**ansible_settings.environment(applied), **base_env()}
+    env = {**(environment or {}), **ansible_settings.environment(applied), **base_env()}
     tally = Tally(covered, label)
     events: list[dict[str, Any]] = []
     say = progress or (lambda line: None)

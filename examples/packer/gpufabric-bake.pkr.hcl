@@ -3,15 +3,21 @@
 # playbooks/bake.yml on it with Packer's Ansible provisioner (the roles in bake mode: installed and
 # configured, nothing loaded or started, kernel modules built for the image's kernels). The
 # provisioner first installs collections/requirements.yml (gpufabric.cluster from this checkout, and
-# the collections its roles call) into var.collections_path. From the repository root (relative
-# paths below are resolved there; .cache/ is git-ignored):
+# the collections its roles call) into var.collections_path, with the ansible-galaxy and
+# ansible-playbook of the checkout's venv (var.ansible_bin; scripts/bootstrap-venv makes it). From the
+# repository root (relative paths below are resolved there; .cache/ is git-ignored), either
 #
+#   # Packer 1.7.0 or later (from 1.10 on the only form: the plugins are no longer built in)
 #   packer init examples/packer
 #   packer build -var gpufabric_profile=aws/p5.48xlarge -var vars_file=bake-vars.yml examples/packer
 #
+#   # Packer 1.6.6 (Debian 12's packer package: amazon-ebs and ansible built in), this file alone
+#   packer build -var gpufabric_profile=aws/p5.48xlarge -var vars_file=bake-vars.yml \
+#     examples/packer/gpufabric-bake.pkr.hcl
+#
 # bake-vars.yml holds the values the roles ask for by name and never default (nvidia_driver_branch,
 # nvidia_driver_version, ...: docs/fabric-roles.md). docs/operations.md has the whole procedure.
-# The Packer version and plugins it needs: versions.pkr.hcl beside this file.
+# The Packer version and plugins the directory form needs: versions.pkr.hcl beside this file.
 
 variable "gpufabric_profile" {
   type        = string
@@ -27,6 +33,12 @@ variable "collections_path" {
   type        = string
   default     = ".cache/packer/collections"
   description = "Where the provisioner installs collections/requirements.yml (gpufabric.cluster and the collections its roles call), and where ansible-playbook loads them from."
+}
+
+variable "ansible_bin" {
+  type        = string
+  default     = ".venv/bin"
+  description = "Directory of the ansible-playbook and ansible-galaxy the provisioner runs: the checkout's venv (relative to the repository root), so neither needs to be on PATH."
 }
 
 variable "region" {
@@ -106,6 +118,10 @@ build {
 
   provisioner "ansible" {
     playbook_file = "${path.root}/../../playbooks/bake.yml"
+    # The venv's Ansible, the one gpufabric runs (PATH's would be used otherwise, if there is one):
+    # Packer runs `command --version` already in `packer validate`.
+    command        = "${var.ansible_bin}/ansible-playbook"
+    galaxy_command = "${var.ansible_bin}/ansible-galaxy"
     # Before the playbook: ansible-galaxy collection install -r collections/requirements.yml
     # -p var.collections_path --force. The file installs gpufabric.cluster from the working
     # directory (type: dir, source: .), so Packer runs from the repository root; the path relative to

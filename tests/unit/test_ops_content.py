@@ -450,6 +450,12 @@ def test_packer_template_runs_bake_yml_with_the_ansible_provisioner():
     assert re.search(r"^\s*collections_path\s*=\s*var\.collections_path$", provisioner, re.MULTILINE)
     assert re.search(r"^\s*galaxy_force_install\s*=\s*true$", provisioner, re.MULTILINE)
     assert "ANSIBLE_COLLECTIONS_PATH=${var.collections_path}" in provisioner
+    # The venv's ansible-playbook and ansible-galaxy, not whatever PATH holds (if anything).
+    assert re.search(r'^\s*command\s*=\s*"\$\{var\.ansible_bin\}/ansible-playbook"$', provisioner, re.MULTILINE)
+    assert re.search(r'^\s*galaxy_command\s*=\s*"\$\{var\.ansible_bin\}/ansible-galaxy"$', provisioner, re.MULTILINE)
+    ansible_bin = hcl_block(text, r'^variable\s+"ansible_bin"')
+    assert re.search(r'^\s*default\s*=\s*"\.venv/bin"$', ansible_bin, re.MULTILINE)
+    assert 'venv="${repo}/.venv"' in (REPO / "scripts" / "bootstrap-venv").read_text()
     # Every variable used is declared.
     declared = set(re.findall(r'^variable\s+"([a-z_]+)"', text, re.MULTILINE))
     assert set(re.findall(r"\bvar\.([a-z_]+)", text)) <= declared
@@ -457,35 +463,84 @@ def test_packer_template_runs_bake_yml_with_the_ansible_provisioner():
     assert [f"source.{kind}.{name}" for kind, name in sources] == re.findall(r'"(source\.[^"]+)"', build)
 
 
-def test_packer_versions_state_packer_and_the_plugins():
-    text = PACKER_VERSIONS.read_text()
-    packer = hcl_block(text, r"^packer")
-    assert re.search(r'^\s*required_version\s*=\s*">= 1\.7\.0"$', packer, re.MULTILINE)
-    required = hcl_block(packer, r"required_plugins")
-    assert "github.com/hashicorp/ansible" in required and "github.com/hashicorp/amazon" in required
-    # Packer 1.6.6 cannot parse this block: the template it validates must not hold one.
-    assert not re.search(r"^packer\s*\{", PACKER.read_text(), re.MULTILINE)
+def hcl_string(value: object) -> object:
+    """python-hcl2 keeps a string literal's quotes: the value Packer reads."""
+    return value[1:-1] if isinstance(value, str) and value.startswith('"') and value.endswith('"') else value
+
+
+def test_packer_directory_form_parses_with_required_plugins():
+    # The form of Packer 1.7 and later (`packer init examples/packer`): every file of the directory is
+    # read, versions.pkr.hcl's block included. Packer 1.6.6, the newest packer Debian has, refuses that
+    # block; python-hcl2 (PyPI, pinned in constraints.txt) parses HCL2 as the newer Packers do.
+    import hcl2
+
+    files = sorted(PACKER.parent.glob("*.pkr.hcl"))
+    assert files == sorted([PACKER, PACKER_VERSIONS])
+    parsed = {path.name: hcl2.loads(path.read_text()) for path in files}
+    blocks = [block for body in parsed.values() for block in body.get("packer", [])]
+    assert len(blocks) == 1 and "packer" in parsed[PACKER_VERSIONS.name], "one packer block, in versions.pkr.hcl"
+    # Packer 1.6.6 cannot parse this block: the template it is given alone must not hold one.
+    assert "packer" not in parsed[PACKER.name]
+    assert hcl_string(blocks[0]["required_version"]) == ">= 1.7.0"
+    [plugins] = blocks[0]["required_plugins"]
+    wanted = {"amazon": "github.com/hashicorp/amazon", "ansible": "github.com/hashicorp/ansible"}
+    assert {name: hcl_string(plugins[name]["source"]) for name in wanted} == wanted
+    for name in wanted:
+        assert re.fullmatch(r">= \d+\.\d+\.\d+", str(hcl_string(plugins[name]["version"])))
+    # The directory's builder and provisioner are the ones the plugins provide.
+    [source] = parsed[PACKER.name]["source"]
+    assert list(source) == ['"amazon-ebs"']
+    [build] = parsed[PACKER.name]["build"]
+    assert [list(provisioner) for provisioner in build["provisioner"]] == [['"ansible"']]
+
+
+def test_python_hcl2_refuses_what_packer_would():
+    # The parse above proves something only if a broken file fails it.
+    import hcl2
+    from lark.exceptions import UnexpectedInput
+
+    broken = PACKER_VERSIONS.read_text().rstrip().removesuffix("}")
+    with pytest.raises(UnexpectedInput):
+        hcl2.loads(broken)
 
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed on this machine")
-def test_packer_validates_the_template():
+def test_packer_validates_the_template(tmp_path):
     # Debian 12's Packer 1.6.6 (scripts/test installs it): it predates versions.pkr.hcl's block, so it
     # is given the template alone; its built-in amazon-ebs builder and ansible provisioner check every
-    # setting, the files named and `ansible-playbook --version`. No AWS call is made.
+    # setting, the files named and `ansible-playbook --version`. No AWS call is made. PATH holds packer
+    # and nothing else: the template finds ansible-playbook in the venv (var.ansible_bin) itself.
+    only_packer = tmp_path / "bin"
+    only_packer.mkdir()
+    (only_packer / "packer").symlink_to(shutil.which("packer"))
+
     def packer(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "CHECKPOINT_DISABLE": "1"}
+        env = {**os.environ, "PATH": str(only_packer), "CHECKPOINT_DISABLE": "1"}
         return subprocess.run(
             ["packer", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
         )
 
+    def said(result: subprocess.CompletedProcess[str]) -> str:
+        return " ".join((result.stdout + result.stderr).split())  # packer wraps its messages
+
     fmt = packer("fmt", "-check", "-diff", str(PACKER.parent), cwd=REPO)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
     variables = ["-var", "gpufabric_profile=aws/p5.48xlarge", "-var", "vars_file=bake-vars.yml"]
+    # The default, .venv/bin, where scripts/bootstrap-venv puts it; a venv elsewhere is named.
+    if BIN != REPO / ".venv" / "bin":
+        variables += ["-var", f"ansible_bin={BIN}"]
     valid = packer("validate", *variables, str(PACKER), cwd=REPO)
     assert valid.returncode == 0, valid.stdout + valid.stderr
+    # The provisioner runs the ansible-playbook of var.ansible_bin, and no other.
+    elsewhere_bin = packer("validate", *variables, "-var", f"ansible_bin={tmp_path}", str(PACKER), cwd=REPO)
+    assert elsewhere_bin.returncode != 0 and f"{tmp_path}/ansible-playbook --version" in said(elsewhere_bin)
     # Anywhere but the repository root the collections cannot be installed, and validate says so.
-    elsewhere = packer("validate", *variables, str(PACKER), cwd=REPO / "docs")
-    assert elsewhere.returncode != 0 and "galaxy_file: collections/requirements.yml" in elsewhere.stdout
+    absolute = [*variables, "-var", f"ansible_bin={BIN}"]
+    elsewhere = packer("validate", *absolute, str(PACKER), cwd=REPO / "docs")
+    assert elsewhere.returncode != 0 and "galaxy_file: collections/requirements.yml" in said(elsewhere)
+    # Packer 1.6.6 refuses the directory form (versions.pkr.hcl's block), as the docs say.
+    directory = packer("validate", *variables, str(PACKER.parent), cwd=REPO)
+    assert directory.returncode != 0 and 'Blocks of type "required_plugins" are not expected' in said(directory)
 
 
 # --- docs -------------------------------------------------------------------------------------------------
