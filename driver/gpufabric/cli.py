@@ -384,7 +384,7 @@ def verify(
     """
     if show:
         # verify runs with Ansible's defaults under the user's configuration (host key checking as it says).
-        _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env())
+        _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env(), as_json=as_json)
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
     if output is not None:
         output_file.check_directory(output, "-o")
@@ -509,7 +509,8 @@ ShowSettingsOption = Annotated[
     bool,
     typer.Option(
         "--show-settings",
-        help="Print the Ansible configuration file and settings a run would use, and who set each; run nothing.",
+        help="Print the Ansible configuration file and settings a run would use, and who set each (with --json, "
+        "as JSON); run nothing.",
     ),
 ]
 
@@ -540,9 +541,13 @@ def _ansible_args(
     )
 
 
-def _show_settings(settings: str, hosts: int, *, always: dict[str, str] | None = None) -> None:
-    """--show-settings: print and exit 0."""
-    show_settings.render(show_settings.describe(settings, hosts, always=always), stdout)
+def _show_settings(settings: str, hosts: int, *, always: dict[str, str] | None = None, as_json: bool = False) -> None:
+    """--show-settings: print (with --json, show_settings.describe as JSON) and exit 0."""
+    described = show_settings.describe(settings, hosts, always=always)
+    if as_json:
+        _print_json(described)
+    else:
+        show_settings.render(described, stdout)
     raise typer.Exit(EXIT_OK)
 
 
@@ -584,6 +589,13 @@ def apply_command(
     catalog: CatalogOption = None,
     settings: SettingsOption = playbook_settings.TUNED,
     show: ShowSettingsOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as JSON on stdout (the table goes to stderr); with --show-settings, the settings.",
+        ),
+    ] = False,
     extra_vars: ExtraVarsOption = None,
     user: RemoteUserOption = None,
     private_key: PrivateKeyOption = None,
@@ -601,7 +613,8 @@ def apply_command(
     failed, was unreachable, never got to run or is not managed (no catalog profile), or on bad input.
     """
     if show:
-        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
+        hosts = len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit)))
+        _show_settings(settings, hosts, as_json=as_json)
     options = fabric_apply.ApplyOptions(
         inventory=inventory,
         tier=tier,
@@ -627,7 +640,9 @@ def apply_command(
     )
     with _run_display() as (progress, watch):
         result = fabric_apply.execute(options, progress, watch=watch)
-    fabric_apply.render(result, stdout)
+    fabric_apply.render(result, stderr if as_json else stdout)
+    if as_json:
+        _print_json(fabric_apply.as_dict(result))
     raise typer.Exit(result.exit_code)
 
 
@@ -644,7 +659,11 @@ def drift_command(
         ),
     ] = False,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print the JSON report on stdout (the tables go to stderr).")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the JSON report on stdout (the tables go to stderr); with --show-settings, the settings.",
+        ),
     ] = False,
     json_file: Annotated[
         Optional[Path],  # noqa: UP045
@@ -691,7 +710,8 @@ def drift_command(
     inventory: before any run and any report). docs/drift.md has the reports' formats.
     """
     if show:
-        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
+        hosts = len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit)))
+        _show_settings(settings, hosts, as_json=json_out)
     options = fabric_drift.DriftOptions(
         inventory=inventory,
         tier=tier,
