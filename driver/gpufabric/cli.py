@@ -828,6 +828,13 @@ def bake(
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     show: ShowSettingsOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as JSON on stdout (progress stays on stderr); with --show-settings, the settings.",
+        ),
+    ] = False,
     extra_vars: ExtraVarsOption = None,
     vault_id: VaultIdOption = None,
     vault_password_file: VaultFileOption = None,
@@ -839,7 +846,7 @@ def bake(
     made, 1 when bake.yml failed (no image) or on a usage error.
     """
     if show:
-        _show_settings(playbook_settings.TUNED, 1)
+        _show_settings(playbook_settings.TUNED, 1, as_json=as_json)
     options = fleet_bake.Options(
         profile=profile,
         tag=tag,
@@ -850,6 +857,8 @@ def bake(
         artifacts=artifacts,
     )
     result = fleet_bake.bake(options, _lab_progress)
+    if as_json:
+        _print_json(fleet_bake.as_dict(options, result))
     raise typer.Exit(0 if result.committed else 1)
 
 

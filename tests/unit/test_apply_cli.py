@@ -106,6 +106,7 @@ SHOW_SETTINGS = {
     "apply": ["apply", "-i", "fleet.yml"],
     "drift": ["drift", "-i", "fleet.yml"],
     "verify": ["verify", "-i", "fleet.yml"],
+    "bake": ["bake", "--profile", "aws/p5.48xlarge", "--tag", "localhost/x:1"],
 }
 
 
