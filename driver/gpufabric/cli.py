@@ -782,12 +782,17 @@ def lab_down(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOpti
 
 
 @lab_app.command("status")
-def lab_status(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None) -> None:
+def lab_status(
+    name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None, as_json: JsonOption = False
+) -> None:
     """Show each lab host's container state and SSH reachability; exit 1 when a host is not running."""
     lab = local_lab.status(local_lab.load(name, directory))
-    local_lab.render(lab, stdout)
-    if any(host.state != "running" for host in lab.hosts):
-        raise typer.Exit(1)
+    shown = local_lab.as_dict(lab)
+    if as_json:
+        _print_json(shown)
+    else:
+        local_lab.render(lab, stdout)
+    raise typer.Exit(shown["exit_code"])
 
 
 @app.command()
