@@ -264,6 +264,10 @@ def k8s_manifests(
         bool,
         typer.Option("--force", help="Replace the files an earlier run wrote in the directory (never any other)."),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print what was written as JSON on stdout (the progress lines go to stderr)."),
+    ] = False,
 ) -> None:
     """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions and a README for the fleet's VFs.
 
@@ -277,15 +281,25 @@ def k8s_manifests(
         storage_ipam_range=storage_ipam_range,
     )
     k8s.check_output(output, force)  # before the inventory is read
-    networks, files = k8s.generate(inventory, tier, catalog, options)
-    for path in k8s.write_tree(output, files, force):
-        stdout.print(f"wrote {path}", markup=False, highlight=False)
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        stderr.print(f"warning: {text}", markup=False, highlight=False)
+
+    networks, files = k8s.generate(inventory, tier, catalog, options, warn=warn)
+    written = k8s.write_tree(output, files, force)
+    out = stderr if as_json else stdout
+    for path in written:
+        out.print(f"wrote {path}", markup=False, highlight=False)
     hosts = sum(len(network.hosts) for network in networks)
-    stdout.print(
+    out.print(
         f"{len(networks)} SR-IOV profile(s), {hosts} host(s); next: read {output / 'README.md'}",
         markup=False,
         highlight=False,
     )
+    if as_json:
+        _print_json(k8s.as_dict(output, written, networks, options, warnings))
     if ipam_range is None or (storage_interface and storage_ipam_range is None):
         stderr.print(
             "[yellow]warning[/yellow]: IP ranges are site-specific placeholders; regenerate with --ipam-range "
