@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Run a playbook through ansible-runner for `gpufabric apply` and `gpufabric drift`.
+"""Run a playbook through ansible-runner for `gpufabric apply`, `drift`, `verify` and `bake`.
 
 ansible-runner starts ansible-playbook over the inventory's own connections (SSH, podman, local:
 the inventory's variables apply as they are) with this collection on ANSIBLE_COLLECTIONS_PATH and
@@ -327,6 +327,7 @@ def run_playbook(
     watch: Callable[[Tally], None] | None = None,
     label: str = "",
     args: playbook_args.PlaybookArgs | None = None,
+    on_event: Callable[[dict[str, Any]], object] | None = None,
 ) -> PlaybookRun:
     """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
 
@@ -334,7 +335,8 @@ def run_playbook(
     host. hosts: the inventory's hosts the run covers, when the caller listed them already (sizes
     forks and the progress count). progress gets a line at the start, per task and at the end;
     with watch (a live display, given the Tally after every event) the per-task lines are left out.
-    args: the ansible-playbook options the user gave, passed through.
+    args: the ansible-playbook options the user gave, passed through. on_event (gpufabric verify's
+    per-host lines) gets every event as it comes, in place of the per-task lines and watch.
     """
     import ansible_runner
 
@@ -357,10 +359,12 @@ def run_playbook(
     where = f", config {config.path}" if config else ""
     say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}{where}")
 
-    def on_event(event: dict[str, Any]) -> bool:
+    def handle_event(event: dict[str, Any]) -> bool:
         events.append(event)
         new_task = tally.feed(event)
-        if watch is not None:
+        if on_event is not None:
+            on_event(event)
+        elif watch is not None:
             watch(tally)
         elif new_task:
             say(tally.line())
@@ -395,7 +399,7 @@ def run_playbook(
                 # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
                 fact_cache_type="none",
                 quiet=True,
-                event_handler=on_event,
+                event_handler=handle_event,
                 status_handler=on_status,
             )
         finally:
