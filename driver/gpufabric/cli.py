@@ -52,9 +52,10 @@ lab_app = typer.Typer(
 )
 app.add_typer(lab_app, name="lab")
 
-# Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
+# Tables are read in terminals and in CI logs; a log is not a terminal, so give it room. With --json the
+# tables go to stderr, and get the same room there.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 CatalogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045 - typer needs Optional here on Python 3.11
