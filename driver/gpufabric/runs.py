@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Run a playbook through ansible-runner for `gpufabric apply` and `gpufabric drift`.
+"""Run a playbook through ansible-runner for `gpufabric apply`, `drift`, `verify` and `bake`.
 
 ansible-runner starts ansible-playbook over the inventory's own connections (SSH, podman, local:
 the inventory's variables apply as they are) with this collection on ANSIBLE_COLLECTIONS_PATH and
@@ -328,6 +328,7 @@ def run_playbook(
     label: str = "",
     args: playbook_args.PlaybookArgs | None = None,
     environment: dict[str, str] | None = None,
+    on_event: Callable[[dict[str, Any]], object] | None = None,
 ) -> PlaybookRun:
     """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
 
@@ -336,7 +337,8 @@ def run_playbook(
     forks and the progress count). progress gets a line at the start, per task and at the end;
     with watch (a live display, given the Tally after every event) the per-task lines are left out.
     args: the ansible-playbook options the user gave, passed through. environment: variables ansible-playbook
-    gets besides this process's and the Ansible settings (what a connection plugin's own tool needs).
+    gets besides this process's and the Ansible settings (what a connection plugin's own tool needs). on_event
+    (gpufabric verify's per-host lines) gets every event as it comes, in place of the per-task lines and watch.
     """
     import ansible_runner
 
@@ -359,10 +361,12 @@ def run_playbook(
     where = f", config {config.path}" if config else ""
     say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}{where}")
 
-    def on_event(event: dict[str, Any]) -> bool:
+    def handle_event(event: dict[str, Any]) -> bool:
         events.append(event)
         new_task = tally.feed(event)
-        if watch is not None:
+        if on_event is not None:
+            on_event(event)
+        elif watch is not None:
             watch(tally)
         elif new_task:
             say(tally.line())
@@ -397,7 +401,7 @@ def run_playbook(
                 # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
                 fact_cache_type="none",
                 quiet=True,
-                event_handler=on_event,
+                event_handler=handle_event,
                 status_handler=on_status,
             )
         finally:
