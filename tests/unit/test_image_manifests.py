@@ -20,8 +20,19 @@ UNVERIFIED = "UNVERIFIED"
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 ADDRESS = re.compile(r"https?://\S+|gh-index:\d+|tests/fixtures/\S+")
 SECTIONS = {"packages": "name", "files": "path", "services": "unit", "interfaces": "name"}
-TOP = {"schema", "image", "recorded", "kernel", "packages", "files", "services", "interfaces", "profiles",
-       "unverified", "notes"}
+TOP = {
+    "schema",
+    "image",
+    "recorded",
+    "kernel",
+    "packages",
+    "files",
+    "services",
+    "interfaces",
+    "profiles",
+    "unverified",
+    "notes",
+}
 
 
 def _load(path: Path) -> dict[str, Any]:
