@@ -32,15 +32,18 @@ removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +93,25 @@ class PlaybookRun:
     duration_s: float
     hosts: list[str] = field(default_factory=list)  # the inventory's hosts the run was meant to cover
     settings: dict[str, str] = field(default_factory=dict)  # the Ansible settings it ran with
+
+
+@contextlib.contextmanager
+def runner_signals() -> Iterator[None]:
+    """Around an ansible_runner.run: this process's SIGINT and SIGTERM handlers as they were, afterwards.
+
+    ansible-runner replaces both with a handler that only sets its cancel flag, and never puts them back: after one
+    run, a Ctrl-C (or a service manager's stop) would no longer interrupt gpufabric between runs (drift
+    --remediate's steps, a bake's commit and clean-up)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # ansible-runner sets handlers on the main thread only
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            if handler is not None:
+                signal.signal(number, handler)
 
 
 def site_playbook() -> Path:
@@ -385,7 +407,7 @@ def run_playbook(
     # The private data directory holds ansible-runner's copies of the inputs (env/extravars, given
     # to ansible-playbook as -e @FILE, so never on its command line) for the run only, 0700, removed
     # after it; the artifacts go to artifacts_dir itself (artifact_dir/ident).
-    with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir:
+    with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir, runner_signals():
         try:
             runner = ansible_runner.run(
                 private_data_dir=private_dir,
