@@ -20,6 +20,11 @@ Facts and their sources (see roles/nccl_tests/README.md):
 - Published SHA256 of ``https://github.com/NVIDIA/nccl-tests/archive/v<version>.tar.gz``: spack's package
   recipe (spack/spack-packages, repos/spack_repo/builtin/packages/nccl_tests/package.py).
 - Debian/Ubuntu Open MPI prefix ``/usr/lib/<multiarch>/openmpi`` (include/, lib/): the libopenmpi-dev package.
+- CUDA compiler: NVIDIA's CUDA repositories ship it as ``cuda-nvcc-<X>-<Y>`` (``/usr/local/cuda-X.Y/bin/nvcc``) with
+  the runtime headers and libcudart in ``cuda-cudart-dev-<X>-<Y>``, the pair public build scripts install to build
+  against a CUDA release without the whole toolkit; NVIDIA's NCCL packages name the CUDA release they were built
+  for (``2.28.7-1+cuda12.9``). Cloud accelerator images ship no nvcc (cluster-toolkit installs cuda-toolkit to build
+  nccl-tests; ../shared/reference/real-images.md), AWS's DLAMIs a toolkit under /usr/local/cuda-X.Y.
 - Two-node all_reduce may pick tree algorithms and read above the wire; NCCL_ALGO=Ring measures the network
   (nccl-tests issues #196, #290; nccl-tests.md section 5).
 """
@@ -77,6 +82,14 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGkmg]?)[Bb]?\s*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Where the role looks for nvcc when nccl_tests_cuda_home is empty, in this order: the /usr/local/cuda link that the
+# toolkit packages and NVIDIA's installers keep, a versioned /usr/local/cuda-X.Y (newest first), and /usr (the
+# distribution's nvidia-cuda-toolkit, /usr/bin/nvcc).
+CUDA_LINK = "/usr/local/cuda"
+CUDA_VERSIONED_RE = re.compile(r"^/usr/local/cuda-(\d+)\.(\d+)$")
+CUDA_DISTRIBUTION_HOME = "/usr"
+# The CUDA release an NVIDIA NCCL package was built for: 2.28.7-1+cuda12.9 -> (12, 9).
+NCCL_CUDA_RE = re.compile(r"\+cuda(\d+)\.(\d+)")
 SIZES = "accepted: bytes, or a number with K, M or G (powers of 1024)"
 UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
@@ -119,6 +132,70 @@ def mpi_home_for(os_family: str, architecture: str) -> str:
     # Elsewhere (RHEL's openmpi-devel splits /usr/include/openmpi-<arch> from /usr/lib64/openmpi, which nccl-tests'
     # MPI_HOME/include cannot express) the operator names a prefix, e.g. HPC-X's ompi directory.
     return ""
+
+
+def cuda_home_found(nvcc_homes: list[str]) -> str:
+    """The prefix whose bin/nvcc the build uses, of those that have one ('' when none does): CUDA_LINK, else the
+    newest /usr/local/cuda-X.Y, else the distribution's /usr."""
+    homes = {str(home).rstrip("/") or "/" for home in nvcc_homes or []}
+    if CUDA_LINK in homes:
+        return CUDA_LINK
+    versioned = [(tuple(map(int, m.groups())), home) for home in homes if (m := CUDA_VERSIONED_RE.match(home))]
+    if versioned:
+        return max(versioned)[1]
+    return CUDA_DISTRIBUTION_HOME if CUDA_DISTRIBUTION_HOME in homes else ""
+
+
+def nccl_dev_version(packages: list[dict[str, Any]]) -> str:
+    """The version of the installed NCCL development package, from package_facts' entries of libnccl-dev (dpkg:
+    '2.28.7-1+cuda12.9') or libnccl-devel (rpm: version '2.28.7', release '1+cuda12.9'); '' when none."""
+    for package in packages:
+        if isinstance(package, dict) and package.get("version"):
+            release = str(package.get("release") or "")
+            return f"{package['version']}-{release}" if release else str(package["version"])
+    return ""
+
+
+def cuda_release_of_nccl(nccl_dev_version: str) -> tuple[int, int] | None:
+    """(12, 9) for NVIDIA's '2.28.7-1+cuda12.9'; None for a version that names no CUDA release."""
+    match = NCCL_CUDA_RE.search(str(nccl_dev_version or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def cuda_compiler_packages(release: tuple[int, int]) -> list[str]:
+    """NVIDIA's packages of one CUDA release's compiler and runtime headers: cuda-nvcc-12-9, cuda-cudart-dev-12-9."""
+    return [f"cuda-nvcc-{release[0]}-{release[1]}", f"cuda-cudart-dev-{release[0]}-{release[1]}"]
+
+
+def _cuda_compiler(settings: dict[str, Any], errors: list[str]) -> tuple[str, list[str]]:
+    """(cuda_home, packages to install first): the set prefix; else the one the host has; else the compiler of the
+    CUDA release the host's NCCL was built for, when nccl_tests_cuda_install allows it."""
+    explicit = str(settings.get("cuda_home") or "").rstrip("/")
+    if explicit:
+        return explicit, []
+    found = cuda_home_found(list(settings.get("nvcc_homes") or []))
+    if found:
+        return found, []
+    nccl_version = nccl_dev_version(settings.get("nccl_dev") or [])
+    release = cuda_release_of_nccl(nccl_version)
+    looked = f"{CUDA_LINK}, {CUDA_LINK}-X.Y and {CUDA_DISTRIBUTION_HOME} have no bin/nvcc"
+    if release is None:
+        errors.append(
+            f"no CUDA compiler to build nccl-tests with ({looked}), and NCCL's development package "
+            f"({'version ' + nccl_version if nccl_version else 'libnccl-dev / libnccl-devel, not installed'}) names "
+            "no CUDA release to match; install NVIDIA's NCCL (the nccl role) and CUDA compiler, set "
+            "nccl_tests_cuda_home to a CUDA toolkit prefix, or set nccl_tests_install path"
+        )
+        return "", []
+    packages = cuda_compiler_packages(release)
+    if not settings.get("cuda_install", True):
+        errors.append(
+            f"no CUDA compiler to build nccl-tests with ({looked}); install {' and '.join(packages)} from NVIDIA's "
+            f"CUDA repository (the CUDA release of NCCL {nccl_version}), set nccl_tests_cuda_home, or set "
+            "nccl_tests_cuda_install true to let the role install them"
+        )
+        return "", []
+    return f"{CUDA_LINK}-{release[0]}.{release[1]}", packages
 
 
 def make_argv(*, jobs: int, mpi_home: str, cuda_home: str, nccl_home: str, extra: list[str]) -> list[str]:
@@ -174,6 +251,7 @@ class NcclTestsPlan(TypedDict, total=False):
     build_marker: str  # a binary that stands for the build in `creates:`
     mpi_home: str
     cuda_home: str
+    cuda_packages: list[str]  # NVIDIA's compiler packages to install before the build (none when nvcc is there)
     nccl_home: str
     prerequisites: list[Prerequisite]
     make_argv: list[str]
@@ -253,12 +331,17 @@ def plan(
             f"nccl_tests_mpi_home is empty and no Open MPI prefix is known for {facts.get('os_family')} "
             f"{facts.get('architecture')}; set it to the directory holding include/mpi.h and lib/libmpi.so"
         )
+    cuda_home, cuda_packages = _cuda_compiler(settings, errors)
     if errors:
         return result
+    nvcc: Prerequisite = {
+        "path": f"{cuda_home}/bin/nvcc",
+        "what": "the CUDA compiler",
+        "variable": "nccl_tests_cuda_home",
+    }
     prefix = str(settings.get("prefix") or "/opt/nccl-tests").rstrip("/")
     install_dir = f"{prefix}/{version}"
     bin_dir = f"{install_dir}/build"
-    cuda_home = str(settings.get("cuda_home") or "/usr/local/cuda").rstrip("/")
     nccl_home = str(settings.get("nccl_home") or "/usr").rstrip("/")
     work_dir = str(settings.get("work_dir") or "/var/cache/gpufabric/nccl-tests").rstrip("/")
     result.update(
@@ -280,6 +363,7 @@ def plan(
             "build_marker": f"{bin_dir}/{binary_name(COLLECTIVES[0])}",
             "mpi_home": mpi_home.rstrip("/"),
             "cuda_home": cuda_home,
+            "cuda_packages": cuda_packages,
             "nccl_home": nccl_home,
             # What the build needs, with what to do when it is missing.
             "prerequisites": [
@@ -288,7 +372,8 @@ def plan(
                     "what": "Open MPI headers",
                     "variable": "nccl_tests_mpi_home",
                 },
-                {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"},
+                # Not when the role installs the compiler first: the packages bring nvcc.
+                *([] if cuda_packages else [nvcc]),
                 {
                     "path": f"{nccl_home}/include/nccl.h",
                     "what": "NCCL's header (libnccl-dev)",

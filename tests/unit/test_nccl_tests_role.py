@@ -57,6 +57,8 @@ def _install_settings():
         "collectives": DEFAULTS["nccl_tests_collectives"],
         "mpi_home": DEFAULTS["nccl_tests_mpi_home"],
         "cuda_home": DEFAULTS["nccl_tests_cuda_home"],
+        # What the role finds on a host with a CUDA toolkit (the default cuda_home is empty: found on the host).
+        "nvcc_homes": ["/usr/local/cuda"],
         "nccl_home": DEFAULTS["nccl_tests_nccl_home"],
         "make_jobs": DEFAULTS["nccl_tests_make_jobs"],
         "make_args": DEFAULTS["nccl_tests_make_args"],

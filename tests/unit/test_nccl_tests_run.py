@@ -187,6 +187,63 @@ def test_a_test_double_version_and_old_releases_know_about_the_timeout_flag():
     assert install_plan(version="2.13.6", sha256=run.PUBLISHED_SHA256["2.13.6"])["timeout_flag"] is False
 
 
+# --- the CUDA compiler -------------------------------------------------------------------------------------------
+
+NCCL_DEB = [{"name": "libnccl-dev", "version": "2.28.7-1+cuda12.9", "source": "apt"}]
+# NVIDIA's RPMs carry the CUDA release in the release field (libnccl-devel-2.28.7-1+cuda12.9).
+NCCL_RPM = [{"name": "libnccl-devel", "version": "2.28.7", "release": "1+cuda12.9", "source": "rpm"}]
+
+
+@pytest.mark.parametrize(
+    ("homes", "cuda_home"),
+    [
+        (["/usr/local/cuda", "/usr/local/cuda-12.9", "/usr"], "/usr/local/cuda"),
+        (["/usr/local/cuda-12.10", "/usr/local/cuda-12.9", "/usr"], "/usr/local/cuda-12.10"),
+        (["/usr/local/cuda-13.0", "/usr/local/cuda-12.9"], "/usr/local/cuda-13.0"),
+        (["/usr"], "/usr"),
+    ],
+)
+def test_an_empty_cuda_home_takes_the_hosts_compiler(homes, cuda_home):
+    plan = install_plan(cuda_home="", nvcc_homes=homes, nccl_dev=NCCL_DEB)
+    assert (plan["cuda_home"], plan["cuda_packages"]) == (cuda_home, [])
+    assert f"CUDA_HOME={cuda_home}" in plan["make_argv"]
+    assert {"path": f"{cuda_home}/bin/nvcc", "what": "the CUDA compiler", "variable": "nccl_tests_cuda_home"} in plan[
+        "prerequisites"
+    ]
+
+
+@pytest.mark.parametrize("nccl_dev", [NCCL_DEB, NCCL_RPM])
+def test_without_a_compiler_the_role_installs_the_one_of_nccls_cuda_release(nccl_dev):
+    plan = install_plan(cuda_home="", nvcc_homes=[], nccl_dev=nccl_dev)
+    assert plan["cuda_packages"] == ["cuda-nvcc-12-9", "cuda-cudart-dev-12-9"]
+    assert plan["cuda_home"] == "/usr/local/cuda-12.9"
+    # The packages bring nvcc: it is not a prerequisite the build could fail on first.
+    assert [p["variable"] for p in plan["prerequisites"]] == ["nccl_tests_mpi_home", "nccl_tests_nccl_home"]
+
+
+def test_an_explicit_cuda_home_wins_over_what_the_host_has():
+    plan = install_plan(cuda_home="/opt/cuda/", nvcc_homes=["/usr/local/cuda"], nccl_dev=NCCL_DEB)
+    assert (plan["cuda_home"], plan["cuda_packages"]) == ("/opt/cuda", [])
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({}, "NCCL's development package (libnccl-dev / libnccl-devel, not installed) names no CUDA release"),
+        ({"nccl_dev": [{"version": "2.18.3-1"}]}, "NCCL's development package (version 2.18.3-1) names no CUDA"),
+        (
+            {"nccl_dev": NCCL_DEB, "cuda_install": False},
+            "install cuda-nvcc-12-9 and cuda-cudart-dev-12-9 from NVIDIA's CUDA repository (the CUDA release of "
+            "NCCL 2.28.7-1+cuda12.9), set nccl_tests_cuda_home, or set nccl_tests_cuda_install true",
+        ),
+    ],
+)
+def test_no_compiler_and_nothing_to_install_fails_before_any_change(changes, message):
+    (error,) = install_plan(cuda_home="", nvcc_homes=[], **changes)["errors"]
+    assert error.startswith("no CUDA compiler to build nccl-tests with (/usr/local/cuda, /usr/local/cuda-X.Y and /usr")
+    assert message in error
+
+
 def test_path_install_checks_the_given_directory():
     plan = install_plan(install="path", bin_dir="/usr/local/bin/")
     assert plan["binaries"] == ["/usr/local/bin/all_reduce_perf", "/usr/local/bin/all_gather_perf"]
