@@ -44,7 +44,8 @@ RETURN = r"""
 _value:
   description:
     - The C(NvidiaDriverPlan) of plugins/module_utils/nvidia_driver.py, keys C(errors) (empty when the inputs are
-      acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(pinning_package), C(pinned),
+      acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(imex_package),
+      C(nvlsm_packages) and C(nvlsm_modules) (NVLink-5 baseboards with fabric manager), C(pinning_package), C(pinned),
       C(versions), C(upstream_version), C(kernel_headers), C(cuda_repo_url), C(cuda_repo_key_url), C(lock),
       C(initramfs_command), C(supply) (a list of supply_chain.PackageStep).
   type: dict

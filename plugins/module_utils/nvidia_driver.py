@@ -30,6 +30,16 @@ FM_UNSUFFIXED_FROM = 580
 # "nvidia-imex=${DRIVER_VERSION}-1" from 580, "nvidia-imex-${DRIVER_BRANCH}=${DRIVER_VERSION}-1" from 550).
 IMEX_FROM = 550
 IMEX_UNSUFFIXED_FROM = 580
+# NVLink-5 HGX baseboards (B100/B200/B300): the NVSwitches are reached through the NVLink fabric's InfiniBand devices,
+# so where the host runs fabric manager it also needs NVIDIA's NVLink subnet manager (nvlsm, which fabric manager
+# starts; its own release numbering, nvlsm_2025.06.10-1 in NVIDIA's ubuntu2404 repository) and libnvsdm at the driver's
+# version (libnvsdm-<branch> before 580: public Ubuntu installs run `apt install ... nvidia-fabricmanager-570 nvlsm
+# libnvsdm-570`; AWS DLAMI release notes list libnvsdm-570-570.x and libnvsdm-580.x), and fabric manager's precheck
+# needs ib_umad loaded (it opens /dev/infiniband/umad*): spectrocloud/CanvOS PR #700 persists it in
+# /etc/modules-load.d; ../shared/reference/host-stack.md, real-images.md. GB200/GB300 trays run IMEX, not this.
+NVLINK5_GENERATIONS = ("B100", "B200", "B300")
+NVLSM_PACKAGE = "nvlsm"
+NVLSM_MODULES = ["ib_umad"]
 # Branch from which NVIDIA's APT repositories carry nvidia-driver-pinning-<version>, the package that locks the whole
 # driver set (pinning only nvidia-open/cuda-drivers lets their >= dependencies float). Source: NVIDIA Driver
 # Installation Guide r580+, "Version locking packages for Ubuntu / Debian" (docs.nvidia.com/datacenter/tesla/
@@ -150,6 +160,13 @@ def fabricmanager_package(branch: str, distribution: str) -> str:
     return "nvidia-fabric-manager" if fam == "redhat" else f"nvidia-fabricmanager-{branch}"
 
 
+def nvlsm_packages(branch: str, gpu_model: str, fabric_manager: bool) -> list[str]:
+    """NVLSM and libnvsdm where fabric manager runs on an NVLink-5 baseboard; [] elsewhere."""
+    if not fabric_manager or gpu_generation(gpu_model) not in NVLINK5_GENERATIONS:
+        return []
+    return [NVLSM_PACKAGE, "libnvsdm" if int(branch) >= FM_UNSUFFIXED_FROM else f"libnvsdm-{branch}"]
+
+
 def imex_package(source: str, branch: str, distribution: str) -> str:
     """IMEX's package name: nvidia-imex from branch 580 in NVIDIA's repositories, else nvidia-imex-<branch> (as
     Ubuntu's own archive names every branch's). Raises ValueError where no IMEX package exists."""
@@ -222,6 +239,8 @@ class NvidiaDriverPlan(TypedDict):
     packages: list[str]  # the driver's packages
     fabricmanager_package: str | None
     imex_package: str | None  # IMEX (rack-scale NVLink), at the driver version like fabric manager
+    nvlsm_packages: list[str]  # NVLink-5 with fabric manager: nvlsm (any version, held) and libnvsdm (driver's)
+    nvlsm_modules: list[str]  # the kernel modules fabric manager's precheck needs there, loaded at boot
     pinning_package: str | None  # nvidia-driver-pinning-<version> (branch 580 on, NVIDIA's APT repositories)
     pinned: list[str]  # the packages pinned at the driver version: the driver's, fabric manager's and IMEX's
     versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
@@ -248,6 +267,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "packages": [],
         "fabricmanager_package": None,
         "imex_package": None,
+        "nvlsm_packages": [],
+        "nvlsm_modules": [],
         "pinning_package": None,
         "pinned": [],
         "versions": {},
@@ -324,11 +345,13 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     packages = driver_packages(source, distribution, branch, kernel_modules)
     fm = fabricmanager_package(branch, distribution) if fabric_manager else None
     imex_pkg = imex_package(source, branch, distribution) if imex else None
+    nvlsm = nvlsm_packages(branch, gpu_model, fabric_manager)
     pinning = pinning_package(source, distribution, branch, version)
     driver_version, fm_version = package_versions(source, distribution, version)
-    # IMEX's version is fabric manager's: any revision of the driver's upstream version.
-    own = [name for name in (fm, imex_pkg) if name]
-    versions = dict.fromkeys(packages, driver_version) | dict.fromkeys(own, fm_version)
+    # IMEX's and libnvsdm's version is fabric manager's: any revision of the driver's upstream version; NVLSM's is
+    # its own (any version, the newest offered, then held).
+    own = [name for name in (fm, imex_pkg, *nvlsm) if name]
+    versions = dict.fromkeys(packages, driver_version) | dict.fromkeys(own, fm_version) | dict.fromkeys(nvlsm[:1], "")
     extras = settings.get("extra_packages") or {}
     if not isinstance(extras, dict):
         raise ValueError(
@@ -372,6 +395,8 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "packages": packages,
         "fabricmanager_package": fm,
         "imex_package": imex_pkg,
+        "nvlsm_packages": nvlsm,
+        "nvlsm_modules": list(NVLSM_MODULES) if nvlsm else [],
         "pinning_package": pinning,
         "pinned": packages + own,
         "versions": {**{package["name"]: "" for package in first}, **versions},
@@ -385,15 +410,14 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "apt_pins": [],
         "adopt": adopt.adoption(),
     }
-    return install if mode == "install" else _adopt(settings, facts, install, fm, imex_pkg, extras)
+    return install if mode == "install" else _adopt(settings, facts, install, [fm, imex_pkg, *nvlsm], extras)
 
 
 def _adopt(
     settings: dict[str, Any],
     facts: dict[str, Any],
     install: dict[str, Any],
-    fm: str | None,
-    imex_pkg: str | None,
+    fabric: list[str | None],
     extras: dict[Any, Any],
 ) -> dict[str, Any]:
     """Adopt mode: the install plan when the image ships no driver; else the image's driver accepted (held at its
@@ -468,7 +492,9 @@ def _adopt(
     # The profile's own packages on top of the image's set (fabric manager, nvidia_driver_extra_packages) have a step
     # and a preferences file of their own, whether the image has them (adopted at their installed version) or lacks
     # them (installed): the run after the one that installed them plans the same files and holds (idempotent).
-    own = dict.fromkeys([name for name in (fm, imex_pkg) if name], "") | {
+    # fabric: fabric manager, IMEX and NVLSM's packages, the profile's (None where the profile has none).
+    fm = fabric[0]
+    own = dict.fromkeys([name for name in fabric if name], "") | {
         str(extra): str(pin or "") for extra, pin in extras.items()
     }
     adopted: dict[str, str] = {}
@@ -494,8 +520,6 @@ def _adopt(
     source = str(settings.get("source", ""))
     result = install | {
         "packages": sorted(shipped_set),
-        "fabricmanager_package": fm,
-        "imex_package": imex_pkg,
         "pinning_package": None,
         "pinned": sorted(shipped_set) + list(own),
         "upstream_version": shipped,
@@ -509,8 +533,9 @@ def _adopt(
         # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution, from
         # the CUDA repository lowered for everything else.
         driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
+        # Fabric manager's own (IMEX, libnvsdm) at its version, NVLSM at any, the extras at the driver's.
         wanted = {
-            package: pin or (fm_version if package in (fm, imex_pkg) else driver_version)
+            package: pin or ("" if package == NVLSM_PACKAGE else fm_version if package in fabric else driver_version)
             for package, pin in wanted.items()
         }
         url, key_url, keys, repositories = cuda_repo.source(settings, facts, "nvidia_driver")
@@ -538,7 +563,7 @@ def _adopt(
     elif wanted:
         # From the distribution the revision of a package the image lacks is its own (Canonical's fabric manager
         # is not built from the driver's source): only the operator can give it.
-        unversioned = [package for package, pin in wanted.items() if not pin]
+        unversioned = [package for package, pin in wanted.items() if not pin and package != NVLSM_PACKAGE]
         if unversioned:
             raise adopt.Refused(
                 f"{MODE_VARIABLE} 'adopt': the image lacks {', '.join(unversioned)}, and from the distribution "

@@ -361,3 +361,19 @@ def test_imex_shipped_is_adopted_and_missing_imex_installed_at_the_drivers_versi
     shipped = plan(GCP_LIKE | {"nvidia-imex-570": "570.195.03-1"}, imex=True)
     assert shipped["errors"] == [] and "nvidia-imex-570" not in shipped["adopt"]["missing"]
     assert "nvidia-imex-570" in shipped["pinned"]
+
+
+def test_an_nvlink5_image_lacking_nvlsm_gets_it_beside_its_driver():
+    """On a B200 image with fabric manager: the missing NVLSM comes at any version, libnvsdm at the driver's."""
+    lacking = plan(GCP_LIKE, gpu_model="B200-SXM-180GB", nvswitch=True, fabric_manager=True)
+    assert lacking["errors"] == []
+    assert {"nvlsm", "libnvsdm-570"} <= set(lacking["adopt"]["missing"])
+    assert names(lacking["supply"][-1])["nvlsm"] == ""
+    assert names(lacking["supply"][-1])["libnvsdm-570"] == "570.195.03-*"
+    shipped = plan(
+        GCP_LIKE | {"nvlsm": "2025.06.10-1", "libnvsdm-570": "570.195.03-1", "nvidia-fabricmanager-570": "570.195.03-1"},
+        gpu_model="B200-SXM-180GB",
+        nvswitch=True,
+        fabric_manager=True,
+    )
+    assert shipped["errors"] == [] and shipped["adopt"]["missing"] == []

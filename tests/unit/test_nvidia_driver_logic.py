@@ -477,3 +477,36 @@ def test_imex_where_no_package_exists_is_one_error(changes, needle):
     # An H100 model, so that the GB200 driver floor (570) is not the error found first.
     (error,) = run(**(BASE | changes), gpu_model="H100-SXM-80GB", imex=True)["errors"]
     assert needle in error
+
+
+@pytest.mark.parametrize(
+    ("branch", "version", "libnvsdm"),
+    [("570", "570.133.20", "libnvsdm-570"), ("580", "580.126.20", "libnvsdm")],
+)
+def test_nvlink5_with_fabric_manager_adds_nvlsm_libnvsdm_and_ib_umad(branch, version, libnvsdm):
+    """HGX B200: fabric manager starts NVLSM, which needs libnvsdm at the driver's version and ib_umad loaded."""
+    result = run(
+        **(BASE | {"branch": branch, "version": version}),
+        gpu_model="B200-SXM-180GB",
+        nvswitch=True,
+        fabric_manager=True,
+    )
+    assert result["errors"] == []
+    assert result["nvlsm_packages"] == ["nvlsm", libnvsdm]
+    assert result["nvlsm_modules"] == ["ib_umad"]
+    # libnvsdm at fabric manager's version; NVLSM numbers its own releases: any version, held once installed.
+    assert result["versions"][libnvsdm] == f"{version}-*"
+    assert result["versions"]["nvlsm"] == ""
+    holds = {package["name"]: package["hold"] for package in result["supply"][-1]["packages"]}
+    assert holds["nvlsm"] is True and holds[libnvsdm] is True
+
+
+@pytest.mark.parametrize(
+    ("gpu_model", "fabric_manager"),
+    [("H100-SXM-80GB", True), ("B200-SXM-180GB", False), ("GB200-186GB", False)],
+)
+def test_no_nvlsm_without_an_nvlink5_baseboard_running_fabric_manager(gpu_model, fabric_manager):
+    result = run(**BASE, gpu_model=gpu_model, nvswitch=True, fabric_manager=fabric_manager)
+    assert result["errors"] == []
+    assert (result["nvlsm_packages"], result["nvlsm_modules"]) == ([], [])
+    assert "nvlsm" not in result["versions"]
