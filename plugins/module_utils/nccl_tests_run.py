@@ -173,7 +173,10 @@ def _cuda_compiler(settings: dict[str, Any], errors: list[str]) -> tuple[str, li
     explicit = str(settings.get("cuda_home") or "").rstrip("/")
     if explicit:
         return explicit, []
-    found = cuda_home_found(list(settings.get("nvcc_homes") or []))
+    if settings.get("nvcc_homes") is None:
+        # Not read on a host (`gpufabric plan` without --probe): the role reads it before it plans.
+        return "", []
+    found = cuda_home_found(list(settings["nvcc_homes"]))
     if found:
         return found, []
     nccl_version = nccl_dev_version(settings.get("nccl_dev") or [])

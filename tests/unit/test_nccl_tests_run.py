@@ -221,6 +221,12 @@ def test_without_a_compiler_the_role_installs_the_one_of_nccls_cuda_release(nccl
     assert [p["variable"] for p in plan["prerequisites"]] == ["nccl_tests_mpi_home", "nccl_tests_nccl_home"]
 
 
+def test_a_host_not_read_plans_the_download_and_leaves_the_compiler_to_the_role():
+    plan = install_plan(cuda_home="", nvcc_homes=None)
+    assert plan["errors"] == [] and (plan["cuda_home"], plan["cuda_packages"]) == ("", [])
+    assert plan["artifacts"][0]["source"] == plan["url"]
+
+
 def test_an_explicit_cuda_home_wins_over_what_the_host_has():
     plan = install_plan(cuda_home="/opt/cuda/", nvcc_homes=["/usr/local/cuda"], nccl_dev=NCCL_DEB)
     assert (plan["cuda_home"], plan["cuda_packages"]) == ("/opt/cuda", [])
