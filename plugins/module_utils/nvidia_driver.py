@@ -81,6 +81,9 @@ DRIVER_CARRIERS = (
 # (Canonical's whole set carries one upstream version; Debian's nvidia-persistenced, nvidia-modprobe from the CUDA
 # repository and the like carry their own and are left alone).
 DRIVER_SET_PREFIXES = ("nvidia-", "libnvidia-")
+# A package of the driver set that builds its modules with DKMS (nvidia-dkms-570-open, nvidia-kernel-open-dkms), not
+# Canonical's nvidia-headless-no-dkms-* meta package, which goes with precompiled modules.
+DKMS_PACKAGE = re.compile(r"(?<!no-)dkms")
 # Fabric manager, branch-suffixed (nvidia-fabricmanager-570) or not (580 on); never its -dev package.
 FABRICMANAGER = r"nvidia-fabricmanager(-\d+)?"
 # Adopt mode: the APT preferences file pinning the packages the profile adds to the image's driver set (fabric
@@ -514,6 +517,12 @@ def _adopt(
                 "installs the version given"
             )
     shipped_set = {package: version for package, version in found.items() if package not in own}
+    # A driver set without DKMS (Canonical's nvidia-headless-no-dkms-* beside precompiled linux-modules-nvidia-*, as
+    # GCP's accelerator images ship) builds nothing: the running kernel's headers are not needed, and asking for them
+    # would fail on any image older than the archive's newest kernel ABI, whose headers have left the archive.
+    precompiled = not any(DKMS_PACKAGE.search(package) for package in found)
+    if precompiled:
+        headers_only = []
     steps = list(headers_only)
     if shipped_set:
         steps.append(adopt.hold_step(shipped_set, PREFERENCES, PIN_PRIORITY))
@@ -522,6 +531,7 @@ def _adopt(
         "packages": sorted(shipped_set),
         "pinning_package": None,
         "pinned": sorted(shipped_set) + list(own),
+        "kernel_headers": [] if precompiled else install["kernel_headers"],
         "upstream_version": shipped,
         "cuda_repo_url": "",
         "cuda_repo_key_url": "",

@@ -112,16 +112,9 @@ def test_nothing_shipped_installs_everything_as_install_mode_plans_it():
 def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
     result = plan(GCP_LIKE | OTHERS)
     assert result["errors"] == [] and result["warnings"] == []
-    headers, hold, added = result["supply"]
-    # The running kernel's headers, from the distribution's archive: no CUDA repository, no key.
-    assert headers == {
-        "keys": [],
-        "repositories": [],
-        "packages": [{"name": HEADERS, "version": "", "hold": False, "repository": ""}],
-        "preferences": "",
-        "pin_priority": 1001,
-        "release": [],
-    }
+    # The image's modules are precompiled (nvidia-headless-no-dkms-*): no headers step, nothing to build.
+    hold, added = result["supply"]
+    assert result["kernel_headers"] == []
     # The image's whole set at its installed versions, held and pinned in the role's preferences file; what
     # carries another version (nvidia-modprobe, libnvidia-egl-wayland1) is left alone.
     assert hold["keys"] == hold["repositories"] == []
@@ -155,7 +148,7 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
         "refused": "",
     }
     assert result["upstream_version"] == "570.195.03" and result["pinning_package"] is None
-    assert result["versions"] == {HEADERS: "", **GCP_LIKE, "nvidia-fabricmanager-570": "570.195.03-*"}
+    assert result["versions"] == {**GCP_LIKE, "nvidia-fabricmanager-570": "570.195.03-*"}
     assert result["cuda_repo_url"] == CUDA_2204
 
 
@@ -163,7 +156,7 @@ def test_fabric_manager_shipped_is_adopted_and_nothing_installed():
     shipped = GCP_LIKE | {"nvidia-fabricmanager-570": "570.195.03-1", "libnvidia-nscq-570": "570.195.03-1"}
     result = plan(shipped)
     assert result["errors"] == []
-    _headers, hold, own = result["supply"]
+    hold, own = result["supply"]
     assert names(hold) == GCP_LIKE | {"libnvidia-nscq-570": "570.195.03-1"}
     # Fabric manager, the profile's, in its own file at its installed version: no CUDA repository, nothing missing.
     assert names(own) == {"nvidia-fabricmanager-570": "570.195.03-1"}
@@ -198,7 +191,7 @@ def test_the_run_after_installing_fabric_manager_pins_and_holds_the_same():
 
 def test_without_fabric_manager_asked_nothing_is_installed():
     result = plan(GCP_LIKE, fabric_manager=False)
-    assert [names(step) for step in result["supply"]] == [{HEADERS: ""}, GCP_LIKE]
+    assert [names(step) for step in result["supply"]] == [GCP_LIKE]
     assert result["adopt"]["missing"] == []
 
 
@@ -317,7 +310,7 @@ def test_extra_packages_installed_are_adopted_missing_ones_installed():
     # An exact version given for an extra is kept as given.
     extras = {"nvidia-compute-utils-570-server": "", "libnvidia-nscq-570": "570.195.03-1", "nvidia-modprobe": ""}
     result = plan(GCP_LIKE | OTHERS, extra_packages=extras)
-    _headers, hold, own = result["supply"]
+    hold, own = result["supply"]
     # An installed extra is adopted at its installed version (even one of another version than the driver's), in
     # the file of the profile's own packages; a missing one installed beside fabric manager.
     assert names(own) == {
@@ -370,10 +363,35 @@ def test_an_nvlink5_image_lacking_nvlsm_gets_it_beside_its_driver():
     assert {"nvlsm", "libnvsdm-570"} <= set(lacking["adopt"]["missing"])
     assert names(lacking["supply"][-1])["nvlsm"] == ""
     assert names(lacking["supply"][-1])["libnvsdm-570"] == "570.195.03-*"
+    nvlink5 = {"nvlsm": "2025.06.10-1", "libnvsdm-570": "570.195.03-1", "nvidia-fabricmanager-570": "570.195.03-1"}
     shipped = plan(
-        GCP_LIKE | {"nvlsm": "2025.06.10-1", "libnvsdm-570": "570.195.03-1", "nvidia-fabricmanager-570": "570.195.03-1"},
+        GCP_LIKE | nvlink5,
         gpu_model="B200-SXM-180GB",
         nvswitch=True,
         fabric_manager=True,
     )
     assert shipped["errors"] == [] and shipped["adopt"]["missing"] == []
+
+
+def test_a_dkms_driver_set_gets_the_running_kernels_headers_first():
+    """A shipped driver whose modules DKMS builds (nvidia-dkms-*) needs the running kernel's headers, from the
+    distribution's archive, in a step before everything else; precompiled modules (no-dkms) need none."""
+    dkms = {
+        "nvidia-driver-570-server-open": CANONICAL,
+        "nvidia-dkms-570-server-open": CANONICAL,
+        "nvidia-utils-570-server": CANONICAL,
+    }
+    result = plan(dkms)
+    assert result["errors"] == [] and result["kernel_headers"] == [HEADERS]
+    headers = result["supply"][0]
+    assert headers == {
+        "keys": [],
+        "repositories": [],
+        "packages": [{"name": HEADERS, "version": "", "hold": False, "repository": ""}],
+        "preferences": "",
+        "pin_priority": 1001,
+        "release": [],
+    }
+    assert nd.DKMS_PACKAGE.search("nvidia-kernel-open-dkms") and not nd.DKMS_PACKAGE.search(
+        "nvidia-headless-no-dkms-570-server-open"
+    )
