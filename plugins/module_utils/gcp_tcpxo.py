@@ -116,6 +116,30 @@ def kernel_header_packages(kernel: str) -> list[str]:
     return packages
 
 
+# Linux 6.13 made MODULE_IMPORT_NS take a string literal ("module: Convert symbol namespace to string literal");
+# dmabuf-import-helper's DKMS source has the identifier form MODULE_IMPORT_NS(DMA_BUF), so its build, run by the
+# package's postinst, fails there and leaves the package half-configured. Google's a3-mega blueprint patches the
+# source and builds it with dkms by hand for the 6.17 kernel of ubuntu-accelerator-2404
+# (GoogleCloudPlatform/cluster-toolkit examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml,
+# "Patch import-helper.c for kernel 6.17 compatibility", commit 1047080 of 2026-06-25).
+STRING_NAMESPACE_KERNEL = (6, 13)
+
+
+def import_helper_kernel_error(kernel: str, version: str, checked: bool) -> str:
+    """Why dmabuf-import-helper would not build for this kernel ('' when it builds, or the check is off)."""
+    match = re.match(r"^(\d+)\.(\d+)", kernel)
+    if not checked or not match or (int(match.group(1)), int(match.group(2))) < STRING_NAMESPACE_KERNEL:
+        return ""
+    return (
+        f"dmabuf-import-helper {version or '(any version)'} does not build for the running kernel {kernel}: its DKMS "
+        "source uses MODULE_IMPORT_NS(DMA_BUF), which kernels from 6.13 refuse (they take the string "
+        '"DMA_BUF"), so its install would fail half-way; accepted: a kernel older than 6.13 (Google\'s '
+        "ubuntu-accelerator-2204 images), or gcp_tcpxo_import_helper_kernel_check false once the version you pin "
+        "builds there (a release with the string form, or your mirror's package patched as Google's a3-mega "
+        "blueprint patches it)"
+    )
+
+
 class DistroPlan(TypedDict):
     error: str  # why the role cannot install on this host ("" when it can)
     packages: list[str]  # the distribution's packages the role needs (podman, iptables)
@@ -316,6 +340,13 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     os_settings = distro(facts)
     if os_settings["error"]:
         errors.append(os_settings["error"])
+    kernel_error = import_helper_kernel_error(
+        str(facts.get("kernel", "")),
+        str(settings.get("import_helper_version", "")),
+        bool(settings.get("import_helper_kernel_check", True)),
+    )
+    if kernel_error:
+        errors.append(kernel_error)
 
     env = {str(key): str(value) for key, value in (host_plan.get("env") or {}).items()}
     checker_errors, checker_warnings = guest_config_findings(env, profile)

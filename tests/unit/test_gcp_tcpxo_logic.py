@@ -417,3 +417,21 @@ def test_the_filter_plugin_returns_the_plan_and_refuses_inputs_that_are_not_dict
         gcp_tcpxo_plan(SETTINGS, facts=DEBIAN12)
     with pytest.raises(AnsibleFilterError, match=re.escape("gcp_tcpxo_plan: facts= is list []; accepted")):
         gcp_tcpxo_plan(SETTINGS, plan=catalog_plan(), facts=[])
+
+
+@pytest.mark.parametrize("kernel", ["6.13.0-1001-gcp", "6.17.0-1004-gcp", "7.0.0-1-cloud-amd64"])
+def test_a_kernel_from_6_13_is_refused_before_dmabuf_import_helper_fails_to_build(kernel):
+    """MODULE_IMPORT_NS takes a string from Linux 6.13; the helper's DKMS source has the identifier form."""
+    errors = tcpxo.plan(SETTINGS, catalog_plan(), {**DEBIAN12, "kernel": kernel})["errors"]
+    (error,) = [error for error in errors if "dmabuf-import-helper" in error]
+    assert error.startswith(f"dmabuf-import-helper {SETTINGS['import_helper_version']} does not build for the running")
+    assert f"kernel {kernel}" in error and "gcp_tcpxo_import_helper_kernel_check false" in error
+
+
+@pytest.mark.parametrize(
+    ("kernel", "checked"), [("6.12.41-1-amd64", True), ("6.8.0-1015-gcp", True), ("6.17.0-1", False)]
+)
+def test_older_kernels_and_a_check_turned_off_plan_the_helper(kernel, checked):
+    facts = {**DEBIAN12, "kernel": kernel}
+    settings = {**SETTINGS, "import_helper_kernel_check": checked}
+    assert not [error for error in tcpxo.plan(settings, catalog_plan(), facts)["errors"] if "dmabuf" in error]
