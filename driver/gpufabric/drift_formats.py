@@ -21,6 +21,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from gpufabric.drift_report import REPORT_VERSION, STATES, DriftResult, HostDrift, TaskChange, unique
 
+# What a JUnit test case's outcome element can be.
+_Outcome = junitparser.Failure | junitparser.Error | junitparser.Skipped
+
 # Characters XML 1.0 cannot carry at all (even escaped): control characters but tab, LF, CR.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -87,7 +90,7 @@ def _headline(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _outcome(kind: type[junitparser.Result], type_: str | None, message: str, text: str = "") -> junitparser.Result:
+def _outcome(kind: type[_Outcome], type_: str | None, message: str, text: str = "") -> _Outcome:
     """A <failure>, <error> or <skipped> element: its type, its one-line message and, in its text, the whole."""
     outcome = kind(_xml_text(message), type_)
     if text:
@@ -95,7 +98,7 @@ def _outcome(kind: type[junitparser.Result], type_: str | None, message: str, te
     return outcome
 
 
-def _case(host: str, name: str, *outcomes: junitparser.Result) -> junitparser.TestCase:
+def _case(host: str, name: str, *outcomes: _Outcome) -> junitparser.TestCase:
     case = junitparser.TestCase(_xml_text(name), _xml_text(host), 0)
     # JUnit allows one of failure/error/skipped per case.
     case.result = list(outcomes)
@@ -164,7 +167,7 @@ def to_junit(result: DriftResult) -> str:
         error = _outcome(junitparser.Error, "run", result.problems[0], "\n".join(result.problems))
         suite.add_testcase(_case("gpufabric drift", "run", error))
         report.add_testsuite(suite)
-    report.update_statistics()  # tests, failures, errors, skipped and time of every suite and of the whole
+    report.update_statistics()  # type: ignore[no-untyped-call]  # tests, failures, errors, skipped and time of every suite and of the whole
     report.time = _duration(result) or 0
     written = io.BytesIO()
     report.write(written, pretty=True)  # with the XML declaration, indented as before
