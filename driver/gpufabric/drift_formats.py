@@ -167,7 +167,8 @@ def to_junit(result: DriftResult) -> str:
         error = _outcome(junitparser.Error, "run", result.problems[0], "\n".join(result.problems))
         suite.add_testcase(_case("gpufabric drift", "run", error))
         report.add_testsuite(suite)
-    report.update_statistics()  # type: ignore[no-untyped-call]  # tests, failures, errors, skipped and time of every suite and of the whole
+    # tests, failures, errors, skipped and time of every suite and of the whole (junitparser has no annotations here)
+    report.update_statistics()  # type: ignore[no-untyped-call]
     report.time = _duration(result) or 0
     written = io.BytesIO()
     report.write(written, pretty=True)  # with the XML declaration, indented as before
