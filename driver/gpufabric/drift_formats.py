@@ -7,18 +7,22 @@ The formats are documented in docs/drift.md.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import junitparser
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from gpufabric.drift_report import REPORT_VERSION, STATES, DriftResult, HostDrift, TaskChange, unique
+
+# What a JUnit test case's outcome element can be.
+_Outcome = junitparser.Failure | junitparser.Error | junitparser.Skipped
 
 # Characters XML 1.0 cannot carry at all (even escaped): control characters but tab, LF, CR.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -58,7 +62,7 @@ def to_json(result: DriftResult) -> str:
 
 
 # ---------------------------------------------------------------------------
-# JUnit XML
+# JUnit XML (written by junitparser: the element names, attributes and counts of the JUnit format)
 # ---------------------------------------------------------------------------
 
 
@@ -86,104 +90,89 @@ def _headline(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _testcase(host: HostDrift, role: str) -> tuple[ET.Element, str]:
-    """One host+role test case and its outcome: "passed", "failure" (drift) or "error"."""
-    case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": _xml_text(role), "time": "0"})
+def _outcome(kind: type[_Outcome], type_: str | None, message: str, text: str = "") -> _Outcome:
+    """A <failure>, <error> or <skipped> element: its type, its one-line message and, in its text, the whole."""
+    outcome = kind(_xml_text(message), type_)
+    if text:
+        outcome.text = _xml_text(text)
+    return outcome
+
+
+def _case(host: str, name: str, *outcomes: _Outcome) -> junitparser.TestCase:
+    case = junitparser.TestCase(_xml_text(name), _xml_text(host), 0)
+    # JUnit allows one of failure/error/skipped per case.
+    case.result = list(outcomes)
+    return case
+
+
+def _testcase(host: HostDrift, role: str) -> junitparser.TestCase:
+    """One host+role test case: passed, a failure (drift) or an error."""
     changes, errors = host.changes_in(role), host.errors_in(role)
     drift_text = "\n\n".join(_change_text(change) for change in changes)
     if errors:
-        # JUnit allows one of failure/error per case: an error hides nothing, its text has the drift too.
-        kinds = unique(error.kind for error in errors)
-        element = ET.SubElement(
-            case,
-            "error",
-            {
-                "type": "/".join(kinds),
-                "message": _xml_text(_headline(f"{errors[0].kind}: {errors[0].task}: {errors[0].message}")),
-            },
-        )
+        # An error hides nothing: its text has the drift too.
         text = "\n\n".join(f"{error.kind}: {error.task}\n{error.message}" for error in errors)
-        element.text = _xml_text(text + (f"\n\nwould also change:\n{drift_text}" if drift_text else ""))
-        return case, "error"
+        error = _outcome(
+            junitparser.Error,
+            "/".join(unique(error.kind for error in errors)),
+            _headline(f"{errors[0].kind}: {errors[0].task}: {errors[0].message}"),
+            text + (f"\n\nwould also change:\n{drift_text}" if drift_text else ""),
+        )
+        return _case(host.host, role, error)
     if changes:
         names = ", ".join(change.task for change in changes)
-        element = ET.SubElement(
-            case, "failure", {"type": "drift", "message": _xml_text(f"{len(changes)} task(s) would change: {names}")}
-        )
-        element.text = _xml_text(drift_text)
-        return case, "failure"
-    return case, "passed"
+        message = f"{len(changes)} task(s) would change: {names}"
+        return _case(host.host, role, _outcome(junitparser.Failure, "drift", message, drift_text))
+    return _case(host.host, role)
 
 
-def _unmanaged_testcase(host: HostDrift) -> tuple[ET.Element, str]:
+def _unmanaged_testcase(host: HostDrift) -> junitparser.TestCase:
     """The one test case of a host site.yml left alone: a failure, skipped when excluded on purpose."""
     verdict = host.unmanaged
     assert verdict is not None  # the state is "unmanaged" only with a verdict
-    case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": "managed", "time": "0"})
-    message = _xml_text(_headline(f"NOT MANAGED ({verdict['code']}): {verdict['reason']}"))
+    message = _headline(f"NOT MANAGED ({verdict['code']}): {verdict['reason']}")
     if host.excluded:
-        ET.SubElement(case, "skipped", {"message": message})
-        return case, "skipped"
-    element = ET.SubElement(case, "failure", {"type": "unmanaged", "message": message})
-    element.text = _xml_text(
+        return _case(host.host, "managed", _outcome(junitparser.Skipped, None, message))
+    text = (
         f"{verdict['reason']}\ngpufabric did not check this host: give it a catalog profile "
         "(gpufabric_profile, or gpufabric_cloud with gpufabric_instance_type), or exclude it on purpose "
         "with gpufabric_managed: false"
     )
-    return case, "failure"
+    return _case(host.host, "managed", _outcome(junitparser.Failure, "unmanaged", message, text))
 
 
-def _not_checked_testcase(host: HostDrift, role: str) -> tuple[ET.Element, str]:
+def _not_checked_testcase(host: HostDrift, role: str) -> junitparser.TestCase:
     """A role of the plan that ran no task: skipped, never passed."""
-    case = ET.Element("testcase", {"classname": _xml_text(host.host), "name": _xml_text(role), "time": "0"})
-    ET.SubElement(case, "skipped", {"message": "not checked: not selected by --tags / --skip-tags"})
-    return case, "skipped"
+    skipped = _outcome(junitparser.Skipped, None, "not checked: not selected by --tags / --skip-tags")
+    return _case(host.host, role, skipped)
 
 
 def to_junit(result: DriftResult) -> str:
     """JUnit XML: one testsuite per host, one testcase per host and role (classname host, name role)."""
-    root = ET.Element("testsuites", {"name": "gpufabric drift"})
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    report = junitparser.JUnitXml("gpufabric drift")
     timestamp = (result.started or result.finished or datetime.now(UTC)).replace(microsecond=0)
     for name, host in result.hosts.items():
-        suite = ET.SubElement(root, "testsuite", {"name": _xml_text(name)})
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        cases = [_unmanaged_testcase(host)] if host.state == "unmanaged" else [_testcase(host, r) for r in host.roles]
-        cases += [_not_checked_testcase(host, role) for role in host.not_checked]
-        for case, outcome in cases:
-            suite.append(case)
-            counts["tests"] += 1
-            if outcome == "failure":
-                counts["failures"] += 1
-            elif outcome == "error":
-                counts["errors"] += 1
-            elif outcome == "skipped":
-                counts["skipped"] += 1
-        properties = ET.Element("properties")
-        ET.SubElement(properties, "property", {"name": "state", "value": host.state})
+        suite = junitparser.TestSuite(_xml_text(name))
+        # Properties first: the JUnit schema wants them before the test cases.
+        suite.add_property("state", host.state)
         if host.unmanaged:
-            ET.SubElement(properties, "property", {"name": "unmanaged", "value": host.unmanaged["code"]})
-        suite.insert(0, properties)
-        suite.attrib.update({key: str(value) for key, value in counts.items()})
-        suite.attrib.update({"time": "0", "timestamp": timestamp.isoformat()})
-        for key in totals:
-            totals[key] += counts[key]
+            suite.add_property("unmanaged", host.unmanaged["code"])
+        cases = [_unmanaged_testcase(host)] if host.state == "unmanaged" else [_testcase(host, r) for r in host.roles]
+        suite.add_testcases(cases + [_not_checked_testcase(host, role) for role in host.not_checked])
+        suite.timestamp = timestamp.isoformat()
+        report.add_testsuite(suite)
     if result.problems:
         # A run-level problem must fail the build too, even with no host to hang it on.
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            {"name": "run", "tests": "1", "failures": "0", "errors": "1", "skipped": "0", "time": "0"},
-        )
-        case = ET.SubElement(suite, "testcase", {"classname": "gpufabric drift", "name": "run", "time": "0"})
-        error = ET.SubElement(case, "error", {"type": "run", "message": _xml_text(result.problems[0])})
-        error.text = _xml_text("\n".join(result.problems))
-        totals["tests"] += 1
-        totals["errors"] += 1
-    root.attrib.update({key: str(value) for key, value in totals.items()})
-    root.attrib["time"] = str(_duration(result) or 0)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        suite = junitparser.TestSuite("run")
+        error = _outcome(junitparser.Error, "run", result.problems[0], "\n".join(result.problems))
+        suite.add_testcase(_case("gpufabric drift", "run", error))
+        report.add_testsuite(suite)
+    # tests, failures, errors, skipped and time of every suite and of the whole (junitparser has no annotations here)
+    report.update_statistics()  # type: ignore[no-untyped-call]
+    report.time = _duration(result) or 0
+    written = io.BytesIO()
+    report.write(written, pretty=True)  # with the XML declaration, indented as before
+    return written.getvalue().decode("utf-8")
 
 
 # ---------------------------------------------------------------------------

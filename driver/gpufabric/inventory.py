@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Read any inventory Ansible reads, through `ansible-inventory --list`; its errors keep their cause.
+"""Read any inventory Ansible reads, through `ansible-inventory --list` run by ansible-runner; its errors keep
+their cause.
 
 ansible-inventory tries every enabled plugin on a source and ends with one line that fits every failure
 ("No inventory was parsed"); the cause is in the plugins' warnings before it. `read` names that cause:
@@ -9,16 +10,16 @@ a missing file, bytes that are not UTF-8, or what the plugin for that kind of fi
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpufabric.collection import collections_path
+from ansible_runner.interface import run_command
+
 from gpufabric.errors import UserError
 
 # "[WARNING]: Failed to parse inventory with 'yaml' plugin: <the cause>"
@@ -28,15 +29,6 @@ _PLUGIN_FAILURE = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\
 _PLUGIN_FOR_SUFFIX = {".yml": ("yaml", "auto"), ".yaml": ("yaml", "auto"), ".json": ("yaml", "auto"), ".ini": ("ini",)}
 # Ansible's own last words, shown only when nothing better was said.
 _ERROR_LINE = re.compile(r"^\[ERROR\]: (.+)$", re.MULTILINE)
-
-
-def _ansible_inventory() -> str:
-    # Prefer the one installed beside this Python (a venv), then PATH.
-    beside = Path(sys.executable).with_name("ansible-inventory")
-    found = str(beside) if beside.exists() else shutil.which("ansible-inventory")
-    if not found:
-        raise UserError("ansible-inventory not found; install gpufabric with its dependencies (ansible-core)")
-    return found
 
 
 def source(inventory: str) -> str:
@@ -71,22 +63,42 @@ def _cause(inventory: str, stderr: str, returncode: int) -> str:
     return stderr.strip().splitlines()[-1] if stderr.strip() else f"ansible-inventory exit {returncode}"
 
 
-def read(inventory: str, limit: list[str] | None = None, collections: str | None = None) -> dict[str, Any]:
-    """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars."""
-    command = [_ansible_inventory(), "-i", source(inventory), "--list"]
-    if limit:
-        command += ["--limit", ",".join(limit)]
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=collections or str(collections_path()),
-        ANSIBLE_INVENTORY_UNPARSED_FAILED="true",
-        ANSIBLE_NOCOLOR="1",
-    )
-    result = subprocess.run(command, capture_output=True, text=True, errors="replace", env=env, check=False)
-    if result.returncode != 0:
-        raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, result.stderr, result.returncode)}")
+def _ansible_inventory(env: Mapping[str, str]) -> str:
+    """The ansible-inventory beside this Python (a venv's, even when the venv is not on PATH), else the run's PATH."""
+    beside = Path(sys.executable).with_name("ansible-inventory")
+    found = str(beside) if beside.exists() else shutil.which("ansible-inventory", path=env.get("PATH"))
+    if not found:
+        raise UserError("ansible-inventory not found; install gpufabric with its dependencies (ansible-core)")
+    return found
+
+
+def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars.
+
+    Run by ansible-runner with ``env`` (gpufabric.runs.base_env(): the collections, the user's ansible.cfg, the
+    Ansible beside this Python), so the inventory plugins and settings are the ones a run loads."""
+    if env is None:
+        from gpufabric.runs import base_env  # runs imports this module
+
+        env = base_env()
+    env = {**env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
+    arguments = ["--list", "-i", source(inventory)] + (["--limit", ",".join(limit)] if limit else [])
+    # ansible-runner's run_command, not its get_inventory: get_inventory takes no --limit, gives no exit code and
+    # looks ansible-inventory up on this process's PATH only (a pipx or cron gpufabric has no venv there).
+    # Our own private data directory: ansible-runner would leave its temporary one behind.
+    with tempfile.TemporaryDirectory(prefix="gpufabric-inventory-") as private_dir:
+        out, errors, rc = run_command(
+            _ansible_inventory(env),
+            arguments,
+            envvars=env,
+            private_data_dir=private_dir,
+            runner_mode="subprocess",
+            quiet=True,
+        )
+    if rc != 0:
+        raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, errors or '', rc)}")
     try:
-        data = json.loads(result.stdout)
+        data = json.loads(out)
     except json.JSONDecodeError as exc:
         raise UserError(f"cannot read inventory {inventory!r}: ansible-inventory printed no JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -103,9 +115,9 @@ def hosts(data: dict[str, Any]) -> set[str]:
     return found
 
 
-def host_vars(inventory: str) -> dict[str, dict[str, Any]]:
+def host_vars(inventory: str, env: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """Every host of the inventory with its merged variables (group_vars included)."""
-    data = read(inventory)
+    data = read(inventory, env=env)
     hostvars: dict[str, dict[str, Any]] = data.get("_meta", {}).get("hostvars", {})
     for name in hosts(data):
         hostvars.setdefault(name, {})

@@ -148,9 +148,7 @@ def base_env() -> dict[str, str]:
 
 def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]:
     """The inventory's hosts matching the --limit patterns (sorted), read with `ansible-inventory --list`."""
-    return sorted(
-        inventory_source.hosts(inventory_source.read(inventory, limit, base_env()["ANSIBLE_COLLECTIONS_PATH"]))
-    )
+    return sorted(inventory_source.hosts(inventory_source.read(inventory, limit, base_env())))
 
 
 def keep_runs() -> int:

@@ -2,8 +2,9 @@
 """Load, merge and validate the fabric catalog.
 
 The catalog is the single source of truth shared by the Python driver and the
-Ansible side (lookup plugins, roles). This file depends on PyYAML only, so both
-can import it: the driver through the collection on disk, Ansible through
+Ansible side (lookup plugins, roles). This file depends on PyYAML and jsonschema
+only (requirements.txt), so both can import it: the driver through the collection
+on disk, Ansible through
 ``ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog``.
 It runs only on the controller (plugin_utils: Ansible never ships it to hosts), where
 PyYAML comes with ansible-core; it is imported only where a catalog file is read.
@@ -15,8 +16,11 @@ image: its OS, and which host-stack roles adopt the stack it ships instead of in
 A profile inherits its fabric's tiers and overrides them; the loader records where each resolved value
 came from (``Catalog.provenance``).
 
-Validation is hand-written rather than JSON Schema so that every error names
-the file, the key path and what is accepted, in one sentence an operator reads.
+The shape of each entry is JSON Schema, checked by jsonschema; its errors are put
+in the catalog's words so that every error names the file, the key path, the bad
+value and what is accepted, in one sentence an operator reads. What a schema cannot
+say (the profile's name against its cloud and instance type, NVLink domains of whole
+hosts, NCCL floors, roles against their fabric) is checked in Python after it.
 
 Catalog values end up in files on hosts: /etc/nccl.conf, a profile.d script,
 systemd units, udev rules, shell scripts. So every string in a profile is one
@@ -35,6 +39,14 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+try:
+    import jsonschema
+except ImportError as exc:  # an execution environment built without requirements.txt: one clear error on load
+    jsonschema = None
+    JSONSCHEMA_IMPORT_ERROR: ImportError | None = exc
+else:
+    JSONSCHEMA_IMPORT_ERROR = None
 
 from ansible_collections.gpufabric.cluster.plugins.module_utils import host_tuning, nccl
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
@@ -103,7 +115,15 @@ class CatalogError(Exception):
 
 
 # ---------------------------------------------------------------------------
-# Schema: a field is (type checker, required). Nested dicts are sub-schemas.
+# Schema: JSON Schema (checked by jsonschema), with the catalog's own words for each error.
+#
+# Beside the standard keywords, a schema node may carry (jsonschema ignores them; _reason reads them):
+#   x-must      the reason when the node's value is wrong, e.g. "must be an integer >= 1"
+#               ("{value}" and "{type}" stand for the bad value and its type)
+#   x-accepted  what a string must look like: "'<value>' is not accepted; accepted: <x-accepted>"
+#   x-messages  the reason per failing keyword (minItems, uniqueItems, ...), before x-must
+#   x-in-mapping  a mapping's value: the error names the key at the mapping's path ("NAME must be ...")
+# An enum's reason lists its values. Unknown and missing keys name the key and what is accepted.
 # ---------------------------------------------------------------------------
 
 
@@ -113,63 +133,313 @@ def _repr(value: Any) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-def _str(value: Any) -> str | None:
-    return None if isinstance(value, str) and value else "must be a non-empty string"
+def _text_schema(must: str = "must be a non-empty string") -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "x-must": must}
 
 
-def _int_min(low: int):
-    def check(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            return f"must be an integer >= {low}"
-        return None
-
-    return check
+def _int_min(low: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": low, "x-must": f"must be an integer >= {low}"}
 
 
-def _positive_number(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        return "must be a positive number"
-    return None
+def _choice(choices: tuple[str, ...]) -> dict[str, Any]:
+    return {"enum": list(choices)}
 
 
-def _bool(value: Any) -> str | None:
-    return None if isinstance(value, bool) else "must be true or false"
+def _matches(pattern: re.Pattern[str], accepted: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": pattern.pattern, "x-accepted": accepted}
 
 
-def _choice(choices: tuple[str, ...]):
-    def check(value: Any) -> str | None:
-        if value not in choices:
-            return f"{_repr(value)} is not accepted; accepted: {', '.join(choices)}"
-        return None
-
-    return check
+def _must_match(pattern: re.Pattern[str], must: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": pattern.pattern, "x-must": must}
 
 
-def _list_of(item_check):
-    def check(value: Any) -> str | None:
-        if not isinstance(value, list):
-            return "must be a list"
-        for index, item in enumerate(value):
-            problem = item_check(item)
-            if problem:
-                return f"item {index} ({_repr(item)}) {problem}"
-        return None
-
-    return check
+def _list_of(item: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "array", "items": item, **extra}
 
 
-def _matches(pattern: re.Pattern[str], accepted: str):
-    def check(value: Any) -> str | None:
-        if isinstance(value, str) and pattern.match(value):
-            return None
-        return f"{_repr(value)} is not accepted; accepted: {accepted}"
-
-    return check
+def _in_mapping(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "x-in-mapping": True}
 
 
-_instance_type = _matches(INSTANCE_TYPE, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-_netdev = _matches(NETDEV, "an interface name: 1-15 letters, digits, '.', '_' or '-'")
-_rdma_device = _matches(RDMA_DEVICE, "an RDMA device name: 1-64 letters, digits, '.', '_' or '-'")
+def _mapping(fields: dict[str, tuple[dict[str, Any], bool]]) -> dict[str, Any]:
+    """A mapping of exactly these keys: {key: (schema, required)}. Unknown keys first, then missing, then values."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [key for key, (_schema, required) in fields.items() if required],
+        "properties": {key: schema for key, (schema, _required) in fields.items()},
+    }
+
+
+_TEXT = _text_schema()
+_POSITIVE_NUMBER = {"type": "number", "exclusiveMinimum": 0, "x-must": "must be a positive number"}
+_BOOL = {"type": "boolean", "x-must": "must be true or false"}
+_INSTANCE_TYPE = _matches(INSTANCE_TYPE, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+_NETDEV = _matches(NETDEV, "an interface name: 1-15 letters, digits, '.', '_' or '-'")
+_RDMA_DEVICE = _matches(RDMA_DEVICE, "an RDMA device name: 1-64 letters, digits, '.', '_' or '-'")
+_PCI_ID = _must_match(PCI_ID, "must be a PCI vendor:device id such as '15b3:1021' (lowercase hex, quoted)")
+_ENV_NAME = _must_match(ENV_NAME, f"variable name {{value}} must match {ENV_NAME.pattern}")
+_ROLES = _list_of(
+    _choice(KNOWN_ROLES),
+    minItems=1,
+    uniqueItems=True,
+    **{"x-messages": {"minItems": "must name at least one role", "uniqueItems": "names a role twice"}},
+)
+
+
+def _env(allow_null: bool) -> dict[str, Any]:
+    """VARIABLE: value (a number is fine: YAML reads 4 as one; validate_* make it a string)."""
+    return {
+        "type": "object",
+        "x-must": "must be a mapping of VARIABLE: value",
+        "propertyNames": _ENV_NAME,
+        "additionalProperties": _in_mapping(
+            {
+                "type": ["string", "integer", "number", *(["null"] if allow_null else [])],
+                "x-must": "must be a string (quote it); got {type}",
+            }
+        ),
+    }
+
+
+def _check_tier_env_lengths(entry: dict[str, Any], path: str, source: str) -> None:
+    """NCCL reads /etc/nccl.conf lines into 1024-byte buffers: a byte count, which JSON Schema cannot express."""
+    for tier_name, tier in entry["tiers"].items():
+        for key in ("env", "k8s_env"):
+            for name, setting in tier.get(key, {}).items():
+                if setting is not None and len(str(setting).encode("utf-8")) > ENV_VALUE_MAX_BYTES:
+                    raise CatalogError(
+                        source,
+                        f"{path}.tiers.{tier_name}.{key}",
+                        f"{name} value is longer than {ENV_VALUE_MAX_BYTES} bytes, the most /etc/nccl.conf holds",
+                    )
+
+
+def _check_net_ifnames_0(profile: dict[str, Any], path: str, source: str) -> None:
+    """A rename must be reversible: each interface gets its own name (JSON Schema has no unique values)."""
+    renames = profile.get("interface_naming", {}).get("net_ifnames_0", {})
+    if len(set(renames.values())) != len(renames):
+        raise CatalogError(
+            source,
+            f"{path}.interface_naming.net_ifnames_0",
+            "names one interface for two (each interface gets its own name)",
+        )
+
+
+THRESHOLD_SCHEMA = _mapping(
+    {
+        "collective": (_choice(COLLECTIVES), True),
+        "min_nodes": (_int_min(1), True),
+        "max_nodes": (_int_min(1), False),
+        "algo": (_choice(ALGOS), True),
+        "min_size_bytes": (_int_min(1), True),
+        "min_busbw_gbyte_s": (_POSITIVE_NUMBER, True),
+        "verified": (_BOOL, True),
+        "basis": (_TEXT, True),
+    }
+)
+_THRESHOLDS = _list_of(THRESHOLD_SCHEMA, minItems=1, **{"x-must": "must be a non-empty list of thresholds"})
+
+TIER_SCHEMA = _mapping(
+    {
+        "roles": (_ROLES, True),
+        "env": (_env(allow_null=False), True),
+        "k8s_env": (_env(allow_null=True), False),
+    }
+)
+_TIERS = _mapping({tier: (TIER_SCHEMA, True) for tier in TIERS})
+
+# NCCL itself (the nccl role): the package version installed and held, the oldest NCCL adopt mode keeps (default: the
+# pin's own version), and the basis of both. A fabric sets it; a profile overrides it key by key.
+NCCL_SCHEMA = _mapping(
+    {
+        "version": (
+            _must_match(
+                nccl.PACKAGE_VERSION, "must be a package version of NVIDIA's NCCL such as '2.27.5-1+cuda12.9' (quoted)"
+            ),
+            True,
+        ),
+        "minimum": (_must_match(nccl.UPSTREAM_VERSION, "must be an NCCL version such as '2.25.2' (quoted)"), False),
+        "source": (_TEXT, True),
+    }
+)
+
+# Bare-metal host tuning (the host_tuning role): each key present is a setting the role applies, absent is one it
+# leaves alone; the inventory's host_tuning_<key> overrides it. The basis of the values is the source.
+HOST_TUNING_SCHEMA = _mapping(
+    {
+        "acs": (_choice(host_tuning.CHOICES["acs"]), False),
+        "iommu": (_choice(host_tuning.CHOICES["iommu"]), False),
+        "nic_pci_write_ordering": (_choice(host_tuning.CHOICES["nic_pci_write_ordering"]), False),
+        "cpu_governor": (
+            _must_match(host_tuning.GOVERNOR, "must be a cpufreq governor name such as 'performance'"),
+            False,
+        ),
+        "irqbalance": (_choice(host_tuning.CHOICES["irqbalance"]), False),
+        "source": (_TEXT, True),
+    }
+)
+
+PROFILE_SCHEMA = _mapping(
+    {
+        "cloud": (_choice(CLOUDS), True),
+        "instance_type": (_INSTANCE_TYPE, True),
+        "description": (_TEXT, True),
+        "gpu": (
+            _mapping(
+                {
+                    "model": (_TEXT, True),
+                    "count": (_int_min(1), True),
+                    "nvswitch": (_BOOL, True),
+                    "pci_id": (_PCI_ID, False),
+                }
+            ),
+            True,
+        ),
+        "nics": (
+            _mapping(
+                {
+                    "gpu": (
+                        _mapping(
+                            {
+                                "count": (_int_min(0), True),
+                                "speed_gbit_s": (_POSITIVE_NUMBER, True),
+                                "kind": (_choice(NIC_KINDS), True),
+                                "mtu": (_int_min(576), False),
+                                "pci_ids": (_list_of(_PCI_ID), False),
+                                "interfaces": (_list_of(_NETDEV), False),
+                                "rdma_devices": (_list_of(_RDMA_DEVICE), False),
+                            }
+                        ),
+                        True,
+                    ),
+                    "management": (
+                        _mapping(
+                            {
+                                "kind": (_TEXT, True),
+                                "interface": (_NETDEV, False),
+                                "speed_gbit_s": (_POSITIVE_NUMBER, False),
+                            }
+                        ),
+                        True,
+                    ),
+                }
+            ),
+            True,
+        ),
+        # The profile's interface names are systemd's predictable names, as the cloud's own images have them; an image
+        # booted with net.ifnames=0 has the kernel's names instead (eth0, eth1, ...): net_ifnames_0 maps each name the
+        # profile uses to that name, so both namings come from one place (with_net_ifnames_0 applies it).
+        "interface_naming": (
+            _mapping(
+                {
+                    "net_ifnames_0": (
+                        {
+                            "type": "object",
+                            "minProperties": 1,
+                            "x-must": "must be a non-empty mapping of interface name: interface name",
+                            "propertyNames": _NETDEV,
+                            "additionalProperties": _in_mapping(_NETDEV),
+                        },
+                        True,
+                    )
+                }
+            ),
+            False,
+        ),
+        "architecture": (_choice(ARCHITECTURES), False),
+        "fabric": (_choice(FABRICS), True),
+        # Rack-scale NVLink (GB200/GB300 NVL72): the GPUs of one NVLink domain span several hosts, which IMEX joins.
+        # `fabric` is then the scale-out network between domains; bandwidth.thresholds judge runs across domains and
+        # nvlink.thresholds runs within one domain.
+        "nvlink": (
+            _mapping({"domain_gpus": (_int_min(2), True), "source": (_TEXT, True), "thresholds": (_THRESHOLDS, False)}),
+            False,
+        ),
+        # SR-IOV virtual functions carved from every GPU-network NIC (ConnectX physical functions only):
+        # the sriov role creates them, `gpufabric k8s manifests` hands them to pods.
+        "sriov": (_mapping({"vfs_per_nic": (_int_min(1), True)}), False),
+        "host_tuning": (HOST_TUNING_SCHEMA, False),
+        "tiers": (_TIERS, True),
+        "bandwidth": (
+            _mapping(
+                {
+                    "line_rate_gbit_s": (_POSITIVE_NUMBER, True),
+                    "source": (_TEXT, True),
+                    "thresholds": (_THRESHOLDS, True),
+                }
+            ),
+            True,
+        ),
+        "nccl": (NCCL_SCHEMA, False),
+        "sources": (_list_of(_TEXT), False),
+    }
+)
+
+
+def _is_integer(_checker: Any, value: Any) -> bool:
+    """An int, never a bool (YAML's true) or a float (JSON Schema's integer would take 8.0)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12 with the integer above."""
+    base = jsonschema.Draft202012Validator
+    return jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
+def _where(path: str, keys: list[Any]) -> str:
+    return path + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in keys)
+
+
+def _reason(error: Any) -> tuple[list[Any], str]:
+    """(the key path under the checked node, the reason) of a jsonschema error, in the catalog's words."""
+    schema, value, keys = error.schema, error.instance, list(error.absolute_path)
+    if error.validator == "additionalProperties" and schema["additionalProperties"] is False:
+        unknown = next(key for key in value if key not in schema["properties"])
+        return [*keys, unknown], f"unknown key; accepted: {', '.join(schema['properties'])}"
+    if error.validator == "required":
+        missing = next(key for key in schema["required"] if key not in value)
+        return [*keys, missing], "missing required key"
+    if error.validator in schema.get("x-messages", {}):
+        reason = schema["x-messages"][error.validator]
+    elif "x-must" in schema:
+        reason = schema["x-must"]
+    elif "enum" in schema:
+        reason = f"{{value}} is not accepted; accepted: {', '.join(str(choice) for choice in schema['enum'])}"
+    elif "x-accepted" in schema:
+        reason = f"{{value}} is not accepted; accepted: {schema['x-accepted']}"
+    elif schema.get("type") == "object":
+        reason = "must be a mapping"
+    elif schema.get("type") == "array":
+        reason = "must be a list"
+    else:
+        reason = error.message  # jsonschema's own words: every node above says what it accepts
+    shows_value = "{value}" in reason or "{type}" in reason
+    reason = reason.replace("{value}", _repr(value)).replace("{type}", type(value).__name__)
+    if keys and isinstance(keys[-1], int) and schema.get("type") != "object":
+        return keys[:-1], f"item {keys[-1]} ({_repr(value)}) {reason}"
+    if not shows_value:
+        reason += f"; got {_repr(value)}"
+    if keys and schema.get("x-in-mapping"):
+        reason = f"{keys.pop()} {reason}"
+    return keys, reason
+
+
+def _check_schema(data: Any, schema: dict[str, Any], path: str, source: str) -> None:
+    """Raise CatalogError for the first way ``data`` breaks ``schema``: file, key path, value, what is accepted."""
+    if jsonschema is None:
+        raise CatalogError(
+            source,
+            path,
+            f"cannot check the catalog: the Python package jsonschema is missing ({JSONSCHEMA_IMPORT_ERROR}); "
+            "accepted: the collection's requirements.txt installed beside Ansible",
+        )
+    error = next(_validator_class()(schema).iter_errors(data), None)
+    if error is not None:
+        keys, reason = _reason(error)
+        raise CatalogError(source, _where(path, keys), reason)
 
 
 def _unprintable(text: str) -> str | None:
@@ -211,231 +481,9 @@ def _check_text(data: Any, path: str, source: str) -> None:
         _check_line(data, path, "value", source)
 
 
-def _pci_id(value: Any) -> str | None:
-    if isinstance(value, str) and PCI_ID.match(value):
-        return None
-    return "must be a PCI vendor:device id such as '15b3:1021' (lowercase hex, quoted)"
-
-
-def _roles(value: Any) -> str | None:
-    problem = _list_of(_choice(KNOWN_ROLES))(value)
-    if problem:
-        return problem
-    if not value:
-        return "must name at least one role"
-    if len(set(value)) != len(value):
-        return "names a role twice"
-    return None
-
-
-def _bad_env_name(name: Any) -> str | None:
-    """What is wrong with an environment variable name of the catalog (None when nothing)."""
-    if not isinstance(name, str) or not ENV_NAME.match(name):
-        return f"variable name {_repr(name)} must match {ENV_NAME.pattern}"
-    return None
-
-
-def _env(allow_null: bool):
-    def check(value: Any) -> str | None:
-        if not isinstance(value, dict):
-            return "must be a mapping of VARIABLE: value"
-        for name, setting in value.items():
-            problem = _bad_env_name(name)
-            if problem:
-                return problem
-            if setting is None and allow_null:
-                continue
-            if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
-                return f"{name} must be a string (quote it); got {type(setting).__name__}"
-            if len(str(setting).encode("utf-8")) > ENV_VALUE_MAX_BYTES:
-                return f"{name} value is longer than {ENV_VALUE_MAX_BYTES} bytes, the most /etc/nccl.conf holds"
-        return None
-
-    return check
-
-
-def _netdev_renames(value: Any) -> str | None:
-    """A mapping of interface name to interface name, one name each way (a rename must be reversible)."""
-    if not isinstance(value, dict) or not value:
-        return "must be a non-empty mapping of interface name: interface name"
-    for old, new in value.items():
-        problem = _netdev(old) or _netdev(new)
-        if problem:
-            return problem
-    if len(set(value.values())) != len(value):
-        return "names one interface for two (each interface gets its own name)"
-    return None
-
-
-def _thresholds(value: Any) -> str | None:
-    if not isinstance(value, list) or not value:
-        return "must be a non-empty list of thresholds"
-    return None
-
-
-THRESHOLD_SCHEMA: dict[str, Any] = {
-    "collective": (_choice(COLLECTIVES), True),
-    "min_nodes": (_int_min(1), True),
-    "max_nodes": (_int_min(1), False),
-    "algo": (_choice(ALGOS), True),
-    "min_size_bytes": (_int_min(1), True),
-    "min_busbw_gbyte_s": (_positive_number, True),
-    "verified": (_bool, True),
-    "basis": (_str, True),
-}
-
-TIER_SCHEMA: dict[str, Any] = {
-    "roles": (_roles, True),
-    "env": (_env(allow_null=False), True),
-    "k8s_env": (_env(allow_null=True), False),
-}
-
-
-def _nccl_package_version(value: Any) -> str | None:
-    if isinstance(value, str) and nccl.PACKAGE_VERSION.match(value):
-        return None
-    return "must be a package version of NVIDIA's NCCL such as '2.27.5-1+cuda12.9' (quoted)"
-
-
-def _nccl_version(value: Any) -> str | None:
-    if isinstance(value, str) and nccl.UPSTREAM_VERSION.match(value):
-        return None
-    return "must be an NCCL version such as '2.25.2' (quoted)"
-
-
-# NCCL itself (the nccl role): the package version installed and held, the oldest NCCL adopt mode keeps (default: the
-# pin's own version), and the basis of both. A fabric sets it; a profile overrides it key by key.
-NCCL_SCHEMA: dict[str, Any] = {
-    "version": (_nccl_package_version, True),
-    "minimum": (_nccl_version, False),
-    "source": (_str, True),
-}
-
-
-def _governor(value: Any) -> str | None:
-    if isinstance(value, str) and host_tuning.GOVERNOR.match(value):
-        return None
-    return "must be a cpufreq governor name such as 'performance'"
-
-
-# Bare-metal host tuning (the host_tuning role): each key present is a setting the role applies, absent is one it
-# leaves alone; the inventory's host_tuning_<key> overrides it. The basis of the values is the source.
-HOST_TUNING_SCHEMA: dict[str, Any] = {
-    "acs": (_choice(host_tuning.CHOICES["acs"]), False),
-    "iommu": (_choice(host_tuning.CHOICES["iommu"]), False),
-    "nic_pci_write_ordering": (_choice(host_tuning.CHOICES["nic_pci_write_ordering"]), False),
-    "cpu_governor": (_governor, False),
-    "irqbalance": (_choice(host_tuning.CHOICES["irqbalance"]), False),
-    "source": (_str, True),
-}
-
-PROFILE_SCHEMA: dict[str, Any] = {
-    "cloud": (_choice(CLOUDS), True),
-    "instance_type": (_instance_type, True),
-    "description": (_str, True),
-    "gpu": (
-        {
-            "model": (_str, True),
-            "count": (_int_min(1), True),
-            "nvswitch": (_bool, True),
-            "pci_id": (_pci_id, False),
-        },
-        True,
-    ),
-    "nics": (
-        {
-            "gpu": (
-                {
-                    "count": (_int_min(0), True),
-                    "speed_gbit_s": (_positive_number, True),
-                    "kind": (_choice(NIC_KINDS), True),
-                    "mtu": (_int_min(576), False),
-                    "pci_ids": (_list_of(_pci_id), False),
-                    "interfaces": (_list_of(_netdev), False),
-                    "rdma_devices": (_list_of(_rdma_device), False),
-                },
-                True,
-            ),
-            "management": (
-                {
-                    "kind": (_str, True),
-                    "interface": (_netdev, False),
-                    "speed_gbit_s": (_positive_number, False),
-                },
-                True,
-            ),
-        },
-        True,
-    ),
-    # The profile's interface names are systemd's predictable names, as the cloud's own images have them; an image
-    # booted with net.ifnames=0 has the kernel's names instead (eth0, eth1, ...): net_ifnames_0 maps each name the
-    # profile uses to that name, so both namings come from one place (with_net_ifnames_0 applies it).
-    "interface_naming": (
-        {
-            "net_ifnames_0": (_netdev_renames, True),
-        },
-        False,
-    ),
-    "architecture": (_choice(ARCHITECTURES), False),
-    "fabric": (_choice(FABRICS), True),
-    # Rack-scale NVLink (GB200/GB300 NVL72): the GPUs of one NVLink domain span several hosts, which IMEX joins.
-    # `fabric` is then the scale-out network between domains; bandwidth.thresholds judge runs across domains and
-    # nvlink.thresholds runs within one domain.
-    "nvlink": (
-        {
-            "domain_gpus": (_int_min(2), True),
-            "source": (_str, True),
-            "thresholds": (_thresholds, False),
-        },
-        False,
-    ),
-    # SR-IOV virtual functions carved from every GPU-network NIC (ConnectX physical functions only):
-    # the sriov role creates them, `gpufabric k8s manifests` hands them to pods.
-    "sriov": (
-        {
-            "vfs_per_nic": (_int_min(1), True),
-        },
-        False,
-    ),
-    "host_tuning": (HOST_TUNING_SCHEMA, False),
-    "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
-    "bandwidth": (
-        {
-            "line_rate_gbit_s": (_positive_number, True),
-            "source": (_str, True),
-            "thresholds": (_thresholds, True),
-        },
-        True,
-    ),
-    "nccl": (NCCL_SCHEMA, False),
-    "sources": (_list_of(_str), False),
-}
-
-
-def _check_threshold(threshold: Any, where: str, source: str) -> None:
-    _check_mapping(threshold, THRESHOLD_SCHEMA, where, source)
+def _check_threshold(threshold: dict[str, Any], where: str, source: str) -> None:
     if threshold.get("max_nodes", threshold["min_nodes"]) < threshold["min_nodes"]:
         raise CatalogError(source, f"{where}.max_nodes", "must be >= min_nodes")
-
-
-def _check_mapping(data: Any, schema: dict[str, Any], path: str, source: str) -> None:
-    if not isinstance(data, dict):
-        raise CatalogError(source, path, "must be a mapping")
-    for key in data:
-        if key not in schema:
-            raise CatalogError(source, f"{path}.{key}", f"unknown key; accepted: {', '.join(schema)}")
-    for key, (check, required) in schema.items():
-        where = f"{path}.{key}"
-        if key not in data:
-            if required:
-                raise CatalogError(source, where, "missing required key")
-            continue
-        if isinstance(check, dict):
-            _check_mapping(data[key], check, where, source)
-            continue
-        problem = check(data[key])
-        if problem:
-            raise CatalogError(source, where, problem)
 
 
 def _check_nvlink(profile: dict[str, Any], path: str, source: str) -> None:
@@ -599,7 +647,8 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
     """
     path = f"profiles.{name}"
     _check_text(profile, path, source)
-    _check_mapping(profile, PROFILE_SCHEMA, path, source)
+    _check_schema(profile, PROFILE_SCHEMA, path, source)
+    _check_tier_env_lengths(profile, path, source)
     cloud, _sep, instance_type = name.partition("/")
     if profile["cloud"] != cloud or profile["instance_type"] != instance_type:
         raise CatalogError(
@@ -609,6 +658,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         )
     for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
         _check_threshold(threshold, f"{path}.bandwidth.thresholds[{index}]", source)
+    _check_net_ifnames_0(profile, path, source)
     _check_nvlink(profile, path, source)
     _check_nccl(profile, path, source)
     for section in ROLE_SECTIONS:
@@ -626,24 +676,26 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
 # Images: a cloud's own GPU image (or a site's golden image) and what its stack means for the roles
 # ---------------------------------------------------------------------------
 
-IMAGE_SCHEMA: dict[str, Any] = {
-    "description": (_str, True),
-    # How the cloud names it (image family, marketplace URN, AMI name pattern): for the reader, not matched.
-    "reference": (_str, True),
-    "os": (_choice(OS_NAMES), True),
-    "adopt": (_list_of(_choice(ADOPTING_ROLES)), True),
-    # How the image names network interfaces: systemd's predictable names (the default) or, booted with
-    # net.ifnames=0, eth0, eth1, ... (the profiles' interface_naming.net_ifnames_0 maps one to the other).
-    "interface_naming": (_choice(INTERFACE_NAMINGS), False),
-    "sources": (_list_of(_str), False),
-}
+IMAGE_SCHEMA = _mapping(
+    {
+        "description": (_TEXT, True),
+        # How the cloud names it (image family, marketplace URN, AMI name pattern): for the reader, not matched.
+        "reference": (_TEXT, True),
+        "os": (_choice(OS_NAMES), True),
+        "adopt": (_list_of(_choice(ADOPTING_ROLES)), True),
+        # How the image names network interfaces: systemd's predictable names (the default) or, booted with
+        # net.ifnames=0, eth0, eth1, ... (the profiles' interface_naming.net_ifnames_0 maps one to the other).
+        "interface_naming": (_choice(INTERFACE_NAMINGS), False),
+        "sources": (_list_of(_TEXT), False),
+    }
+)
 
 
 def validate_image(name: str, image: Any, source: str) -> None:
     """Raise CatalogError unless ``image`` names its OS and the roles that adopt its stack."""
     path = f"images.{name}"
     _check_text(image, path, source)
-    _check_mapping(image, IMAGE_SCHEMA, path, source)
+    _check_schema(image, IMAGE_SCHEMA, path, source)
     if len(set(image["adopt"])) != len(image["adopt"]):
         raise CatalogError(source, f"{path}.adopt", f"names a role twice: {image['adopt']}")
 
@@ -682,59 +734,57 @@ def _env_checks() -> dict[str, Any]:
 ENV_CHECKS = ("gcp_tcpxo", "gcp_gpudirect_rdma", "infiniband", "roce")
 
 
-def _env_names(value: Any) -> str | None:
-    return _list_of(_matches(ENV_NAME, f"a variable name ({ENV_NAME.pattern})"))(value)
+ENV_RULES_SCHEMA = _mapping(
+    {
+        # variables tier best must set
+        "require": (_list_of(_matches(ENV_NAME, f"a variable name ({ENV_NAME.pattern})")), False),
+        # where set, one of these values
+        "values": (
+            {
+                "type": "object",
+                "x-must": "must be a mapping of VARIABLE: [accepted values]",
+                "propertyNames": _ENV_NAME,
+                "additionalProperties": _list_of(
+                    _TEXT, minItems=1, **{"x-messages": {"minItems": "must name at least one value"}}
+                ),
+            },
+            False,
+        ),
+        # variables tier best must not set, with the reason
+        "forbid": (
+            {
+                "type": "object",
+                "x-must": "must be a mapping of VARIABLE: why the fabric forbids it",
+                "propertyNames": _ENV_NAME,
+                "additionalProperties": _in_mapping(_text_schema("must say why the fabric forbids it")),
+            },
+            False,
+        ),
+        # the roles' rule functions (_env_checks)
+        "checks": (_list_of(_choice(ENV_CHECKS)), False),
+    }
+)
 
-
-def _accepted_values(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "must be a mapping of VARIABLE: [accepted values]"
-    for name, accepted in value.items():
-        problem = _bad_env_name(name)
-        if problem:
-            return problem
-        problem = _list_of(_str)(accepted) or (None if accepted else "must name at least one value")
-        if problem:
-            return f"{name} {problem}"
-    return None
-
-
-def _forbidden(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "must be a mapping of VARIABLE: why the fabric forbids it"
-    for name, why in value.items():
-        problem = _bad_env_name(name)
-        if problem:
-            return problem
-        if _str(why):
-            return f"{name} must say why the fabric forbids it"
-    return None
-
-
-ENV_RULES_SCHEMA: dict[str, Any] = {
-    "require": (_env_names, False),  # variables tier best must set
-    "values": (_accepted_values, False),  # where set, one of these values
-    "forbid": (_forbidden, False),  # variables tier best must not set, with the reason
-    "checks": (_list_of(_choice(ENV_CHECKS)), False),  # the roles' rule functions (_env_checks)
-}
-
-FABRIC_SCHEMA: dict[str, Any] = {
-    "description": (_str, True),
-    # The roles of tier best are required in every profile of the fabric, in this order.
-    "tiers": ({tier: (TIER_SCHEMA, True) for tier in TIERS}, True),
-    "env_rules": (ENV_RULES_SCHEMA, False),
-    "nccl": (NCCL_SCHEMA, False),
-    # The vendor's guest-config constraints, each with its source: why env_rules say what they say.
-    "constraints": (_list_of(_str), False),
-    "sources": (_list_of(_str), False),
-}
+FABRIC_SCHEMA = _mapping(
+    {
+        "description": (_TEXT, True),
+        # The roles of tier best are required in every profile of the fabric, in this order.
+        "tiers": (_TIERS, True),
+        "env_rules": (ENV_RULES_SCHEMA, False),
+        "nccl": (NCCL_SCHEMA, False),
+        # The vendor's guest-config constraints, each with its source: why env_rules say what they say.
+        "constraints": (_list_of(_TEXT), False),
+        "sources": (_list_of(_TEXT), False),
+    }
+)
 
 
 def validate_fabric(name: str, fabric: Any, source: str) -> None:
     """Raise CatalogError unless the fabric entry is complete; normalise its env values to strings."""
     path = f"fabrics.{name}"
     _check_text(fabric, path, source)
-    _check_mapping(fabric, FABRIC_SCHEMA, path, source)
+    _check_schema(fabric, FABRIC_SCHEMA, path, source)
+    _check_tier_env_lengths(fabric, path, source)
     for tier in fabric["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}
 

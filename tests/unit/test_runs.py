@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpufabric import inventory as inventory_source
 from gpufabric import runs
 from gpufabric.errors import UserError
 
@@ -95,6 +96,46 @@ def test_inventory_hosts_with_and_without_limit(inventory: Path, monkeypatch: py
     assert runs.inventory_hosts(str(inventory), ["nomatch"]) == []
     monkeypatch.chdir(inventory.parent)
     assert runs.inventory_hosts("hosts.ini") == ["gpu-1", "gpu-2", "gpu-3"], "a relative path is a file"
+
+
+USER_INVENTORY_PLUGIN = """
+from ansible.plugins.inventory import BaseInventoryPlugin
+
+DOCUMENTATION = r\"\"\"
+name: fleet
+short_description: One host, for the test
+options:
+  plugin:
+    required: true
+    choices: [acme.tools.fleet]
+\"\"\"
+
+
+class InventoryModule(BaseInventoryPlugin):
+    NAME = "acme.tools.fleet"
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        inventory.add_host("gpu-9")
+        inventory.set_variable("gpu-9", "gpufabric_profile", "aws/p5.48xlarge")
+"""
+
+
+def test_the_inventory_is_listed_with_the_users_ansible_cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inventory plugin from the collections_path of the user's ansible.cfg lists its hosts, as in a run."""
+    project = tmp_path / "project"
+    plugins = project / "colls" / "ansible_collections" / "acme" / "tools" / "plugins" / "inventory"
+    plugins.mkdir(parents=True)
+    (plugins / "fleet.py").write_text(USER_INVENTORY_PLUGIN)
+    (plugins.parents[1] / "galaxy.yml").write_text("namespace: acme\nname: tools\nversion: 1.0.0\n")
+    (project / "ansible.cfg").write_text("[defaults]\ncollections_path = colls\n")
+    (project / "fleet.yml").write_text("plugin: acme.tools.fleet\n")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
+    hostvars = inventory_source.host_vars("fleet.yml")
+    assert inventory_source.as_play_sees(hostvars["gpu-9"]["gpufabric_profile"]) == "aws/p5.48xlarge"
+    assert runs.inventory_hosts("fleet.yml", ["gpu-*"]) == ["gpu-9"]
 
 
 def test_an_unreadable_inventory_is_a_user_error(tmp_path: Path) -> None:
