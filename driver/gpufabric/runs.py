@@ -156,7 +156,8 @@ def keep_runs() -> int:
     text = os.environ.get(KEEP_RUNS_ENV, "")
     if not text.strip():
         return DEFAULT_KEEP_RUNS
-    if not text.strip().isdigit() or int(text) > 1_000_000:
+    # ASCII digits only: str.isdigit() also accepts "²" and other digits int() refuses.
+    if not re.fullmatch(r"[0-9]{1,7}", text.strip()) or int(text) > 1_000_000:
         raise UserError(
             f"{KEEP_RUNS_ENV}={text!r} (environment): not a count; accepted: the number of runs of each "
             f"command to keep in {runs_root()} (a whole number), or 0 to keep every run"
@@ -176,7 +177,7 @@ def prune_runs(runs_dir: Path, kind: str, keep: int) -> list[Path]:
     Only gpufabric's own: real directories (no link) directly in runs_dir named as default_artifacts
     names them; any other entry, and anything under an --artifacts the user gave, is never touched.
     """
-    if keep <= 0 or not runs_dir.is_dir() or runs_dir.is_symlink():
+    if keep < 0 or not runs_dir.is_dir() or runs_dir.is_symlink():
         return []
     ours = []
     for entry in runs_dir.iterdir():
@@ -203,7 +204,8 @@ def default_artifacts(kind: str) -> Path:
     """
     keep = keep_runs()
     runs_dir = runs_root()
-    prune_runs(runs_dir, kind, keep - 1 if keep else 0)
+    if keep:  # 0 keeps every run; 1 leaves none of the old ones, only the new run.
+        prune_runs(runs_dir, kind, keep - 1)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = runs_dir / f"{kind}-{stamp}"
     path, number = base, 1

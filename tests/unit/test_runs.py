@@ -204,7 +204,21 @@ def test_default_artifacts_keep_the_last_runs_of_their_kind_and_nothing_else(
     assert (base / "drift-20261201T040000Z").is_dir()
 
 
-@pytest.mark.parametrize("value", ["-1", "abc", "2.5", "99999999"])
+def test_keep_runs_one_leaves_only_the_new_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    base = runs.runs_root()
+    for name in ("drift-20261201T000000Z", "drift-20261201T010000Z", "apply-20261201T000000Z"):
+        (base / name).mkdir(parents=True)
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "1")
+    new = runs.default_artifacts("drift")
+    assert sorted(path.name for path in base.iterdir()) == ["apply-20261201T000000Z"]
+    new.mkdir()
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", " 2 ")
+    runs.default_artifacts("drift")
+    assert new.is_dir(), "2 keeps the previous run beside the new one"
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", "2.5", "99999999", "\u00b2", "\u0663", "1_0", "+3", "0x10"])
 def test_a_bad_keep_runs_is_a_user_error(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", value)
