@@ -121,9 +121,63 @@ def read(path: Path) -> ConfigFile:
 
 
 def user_config() -> ConfigFile | None:
-    """The user's configuration file, read; None when there is none."""
+    """The user's configuration file, read and checked; None when there is none."""
     path = find()
-    return read(path) if path is not None else None
+    config = read(path) if path is not None else None
+    check_values(config)
+    return config
+
+
+# Ansible's setting types, as a user would write a value of each.
+ACCEPTED_TYPES = {
+    "integer": "a whole number",
+    "int": "a whole number",
+    "float": "a number",
+    "boolean": "a boolean (true or false)",
+    "bool": "a boolean (true or false)",
+}
+
+
+def check_values(config: ConfigFile | None) -> None:
+    """Every setting the user's file or environment sets has a value of the type Ansible reads it as.
+
+    Importing ansible.constants (any Ansible plugin does) converts every setting and raises on the
+    first bad one (`forks = abc`), which would surface as a traceback from deep inside a run; this
+    names the file, key, value and what is accepted instead. Only the settings the user sets are
+    checked: converting all of them takes most of a second.
+    """
+    from ansible.config.manager import ConfigManager
+    from ansible.errors import AnsibleError
+
+    manager = ConfigManager(str(config.path) if config is not None else None)
+    for name, definition in manager.get_configuration_definitions().items():
+        envs = [entry["name"] for entry in definition.get("env") or [] if "name" in entry]
+        inis = [(entry["section"], entry["key"]) for entry in definition.get("ini") or [] if "key" in entry]
+        from_env = [env for env in envs if env in os.environ]
+        from_file = [ini for ini in inis if config is not None and ini in config.values]
+        if not from_env and not from_file:
+            continue
+        try:
+            manager.get_config_value_and_origin(name)
+        except AnsibleError as exc:
+            choices = definition.get("choices")
+            accepted = (
+                "one of " + ", ".join(str(choice) for choice in choices)
+                if choices
+                else ACCEPTED_TYPES.get(
+                    str(definition.get("type")), f"a value of Ansible's type {definition.get('type')}"
+                )
+            )
+            # The environment outranks the file, as in Ansible: the last variable set wins.
+            if from_env:
+                where = f"{from_env[-1]}={os.environ[from_env[-1]]!r} (environment)"
+            else:
+                assert config is not None
+                section, key = from_file[-1]
+                where = (
+                    f"[{section}] {key} = {config.values[(section, key)]!r} in the Ansible configuration {config.path}"
+                )
+            raise UserError(f"{where}: not a valid {name}; accepted: {accepted}") from exc
 
 
 @dataclass(frozen=True)

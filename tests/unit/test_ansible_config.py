@@ -122,6 +122,52 @@ def test_an_unreadable_file_is_one_clear_error(tmp_path: Path) -> None:
         ansible_config.read(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "environment", "message"),
+    [
+        (
+            "[defaults]\nforks = abc\n",
+            {},
+            r"^\[defaults\] forks = 'abc' in the Ansible configuration {path}: "
+            r"not a valid DEFAULT_FORKS; accepted: a whole number$",
+        ),
+        ("[defaults]\ntimeout = 1.5\n", {}, r"^\[defaults\] timeout = '1.5' in .*accepted: a whole number$"),
+        ("[defaults]\ngathering = bogus\n", {}, r"^\[defaults\] gathering = 'bogus' .*accepted: one of implicit, "),
+        (
+            "[defaults]\nforks = 7\n",
+            {"ANSIBLE_FORKS": "many"},
+            r"^ANSIBLE_FORKS='many' \(environment\): not a valid DEFAULT_FORKS; accepted: a whole number$",
+        ),
+    ],
+)
+def test_a_value_ansible_cannot_convert_is_one_clear_error(
+    text: str,
+    environment: dict[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    clean_env: Path,
+) -> None:
+    path = tmp_path / "ansible.cfg"
+    path.write_text(text)
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(path))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UserError, match=message.format(path=path)):
+        ansible_config.user_config()
+
+
+def test_a_good_value_and_one_the_environment_overrides_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_env: Path
+) -> None:
+    path = tmp_path / "ansible.cfg"
+    path.write_text("[defaults]\nforks = abc\ntimeout = 30\n")
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(path))
+    monkeypatch.setenv("ANSIBLE_FORKS", "12")  # the environment outranks the file, as in Ansible
+    config = ansible_config.user_config()
+    assert config is not None and config.values[("defaults", "timeout")] == "30"
+
+
 # A host gpufabric leaves alone on purpose: site.yml resolves its plan on the controller and ends, so the
 # run is quick and touches nothing on this machine.
 INVENTORY = "gpu-1 ansible_connection=local gpufabric_managed=false ansible_python_interpreter={python}\n"
