@@ -20,7 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufabric import ansible_config
+from gpufabric import ansible_config, base_dirs
 from gpufabric.ansible_config import ConfigFile
 from gpufabric.errors import UserError
 
@@ -64,11 +64,12 @@ GPUFABRIC, ENVIRONMENT = "gpufabric", "environment"
 def state_dir() -> Path:
     """gpufabric's state directory: $XDG_STATE_HOME/gpufabric; else /var/lib/gpufabric for root and
     ~/.local/state/gpufabric for anyone else."""
-    if os.environ.get("XDG_STATE_HOME"):
-        return Path(os.environ["XDG_STATE_HOME"]) / "gpufabric"
+    state_home = base_dirs.state_home()
+    if state_home is not None:
+        return state_home / "gpufabric"
     if os.geteuid() == 0:
         return ROOT_STATE_DIR
-    return Path.home() / ".local" / "state" / "gpufabric"
+    return base_dirs.home() / ".local" / "state" / "gpufabric"
 
 
 def forks_for(hosts: int) -> int:

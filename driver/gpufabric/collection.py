@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from gpufabric import base_dirs
 from gpufabric.errors import UserError
 
 NAMESPACE, NAME = "gpufabric", "cluster"
@@ -39,8 +40,7 @@ def collection_root() -> Path:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpufabric" / "collections"
+    return base_dirs.cache_home() / "gpufabric" / "collections"
 
 
 def collections_path() -> Path:

@@ -7,7 +7,6 @@ Pure functions over data (no podman, no SSH), so the unit tests can check every 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from gpufabric import base_dirs
 from gpufabric.collection import plugin_utils
 from gpufabric.errors import UserError
 
@@ -101,8 +101,8 @@ def host_names(name: str, nodes: int) -> list[str]:
 
 
 def default_directory(name: str) -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpufabric" / "lab" / name
+    base = base_dirs.state_home() or base_dirs.home() / ".local" / "state"
+    return base / "gpufabric" / "lab" / name
 
 
 def lab_command(lab: Lab, verb: str) -> str:
