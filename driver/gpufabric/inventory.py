@@ -10,8 +10,10 @@ a missing file, bytes that are not UTF-8, or what the plugin for that kind of fi
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -72,11 +74,28 @@ def _ansible_inventory(env: Mapping[str, str]) -> str:
     return found
 
 
+def _refuse_special_file(inventory: str) -> None:
+    """An inventory path must be a file or a directory (of inventory files): ansible-inventory would wait
+    forever on a FIFO without a writer, or read a device such as /dev/zero until memory runs out."""
+    try:
+        mode = os.stat(inventory).st_mode
+    except (OSError, ValueError):  # absent, a host list, a plugin source: ansible-inventory says what is wrong
+        return
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise UserError(
+        f"-i {inventory}: is {kind}, not a file; accepted: an inventory file, a directory of them, "
+        "or a host list such as 'gpu-1,gpu-2'"
+    )
+
+
 def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars.
 
     Run by ansible-runner with ``env`` (gpufabric.runs.base_env(): the collections, the user's ansible.cfg, the
     Ansible beside this Python), so the inventory plugins and settings are the ones a run loads."""
+    _refuse_special_file(inventory)
     if env is None:
         from gpufabric.runs import base_env  # runs imports this module
 

@@ -22,7 +22,9 @@ loaded.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -214,14 +216,38 @@ def load_text(text: str, source: str) -> Any:
         loader.dispose()
 
 
+def _not_regular(mode: int) -> str:
+    """What a file that is not a regular file is, in a few words; '' for a regular file."""
+    kinds = (
+        (stat.S_ISDIR, "is a directory"),
+        (stat.S_ISFIFO, "is a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "is a socket"),
+        (stat.S_ISCHR, "is a character device"),
+        (stat.S_ISBLK, "is a block device"),
+    )
+    return next((what for test, what in kinds if test(mode)), "" if stat.S_ISREG(mode) else "is not a file")
+
+
 def load_file(path: str | Path) -> Any:
-    """Read and parse a YAML file: at most MAX_BYTES of strict UTF-8 text, then load_text."""
+    """Read and parse a YAML file: at most MAX_BYTES of strict UTF-8 text, then load_text.
+
+    Only a regular file (or a link to one): a directory, FIFO, socket or device is refused before any
+    read, since a FIFO without a writer or a device such as /dev/zero would hang or never end."""
     source = str(path)
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_BYTES + 1)
+        # O_NONBLOCK: opening a FIFO with no writer would wait forever; fstat then refuses it.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise YAMLFileError(source, "", f"cannot read file: {exc.strerror or exc}") from None
+    kind = _not_regular(os.fstat(descriptor).st_mode)
+    if kind:
+        os.close(descriptor)
+        raise YAMLFileError(source, "", f"{kind}, not a regular file; accepted: a YAML file")
+    with os.fdopen(descriptor, "rb") as stream:
+        try:
+            data = stream.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise YAMLFileError(source, "", f"cannot read file: {exc.strerror or exc}") from None
     if len(data) > MAX_BYTES:
         raise YAMLFileError(source, "", f"larger than {MAX_BYTES:,} bytes; limit {MAX_BYTES:,}")
     try:

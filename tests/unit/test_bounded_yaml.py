@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import re
 import time
 from pathlib import Path
 
@@ -153,7 +155,7 @@ def test_tabs_carriage_returns_and_a_bom_are_text(tmp_path: Path) -> None:
 def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(YAMLFileError, match=r"absent.yml: cannot read file: No such file or directory$"):
         bounded_yaml.load_file(tmp_path / "absent.yml")
-    with pytest.raises(YAMLFileError, match=r"cannot read file: Is a directory$"):
+    with pytest.raises(YAMLFileError, match=r"is a directory, not a regular file; accepted: a YAML file$"):
         bounded_yaml.load_file(tmp_path)
 
 
@@ -188,3 +190,38 @@ def test_invalid_yaml_is_one_error_with_its_line(text: str, where: str, reason: 
     error = refused(text)
     assert error.where.startswith(where.rsplit(",", 1)[0]), error
     assert reason in error.reason
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("fifo", "is a FIFO (named pipe), not a regular file"),
+        ("directory", "is a directory, not a regular file"),
+        ("device", "is a character device, not a regular file"),
+    ],
+)
+def test_only_a_regular_file_is_read(kind: str, reason: str, tmp_path: Path) -> None:
+    """A FIFO without a writer would hang the open, /dev/zero the read: both refused before either."""
+    path = tmp_path / "catalog.yml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")
+    started = time.monotonic()
+    with pytest.raises(bounded_yaml.YAMLFileError, match=rf"^{path}: {re.escape(reason)}; accepted: a YAML file$"):
+        bounded_yaml.load_file(path)
+    assert time.monotonic() - started < 5
+    link = tmp_path / "link.yml"
+    link.symlink_to(path)
+    with pytest.raises(bounded_yaml.YAMLFileError, match=re.escape(reason)):
+        bounded_yaml.load_file(link)
+
+
+def test_a_catalog_override_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    """--catalog and $GPUFABRIC_CATALOG both reach load_file through load_catalog."""
+    fifo = tmp_path / "site.yml"
+    os.mkfifo(fifo)
+    with pytest.raises(fabric_catalog.CatalogError, match=r"is a FIFO \(named pipe\), not a regular file"):
+        fabric_catalog.load_catalog(fabric_catalog.override_files_from_env({"GPUFABRIC_CATALOG": str(fifo)}))

@@ -6,6 +6,7 @@ playbook over local connections."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sys
@@ -168,6 +169,16 @@ def test_artifacts_must_be_new_or_empty(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"^--artifacts /proc/gpufabric-runs: cannot create a directory in /proc"):
         runs.check_artifacts(Path("/proc/gpufabric-runs"))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["old"]
+
+
+def test_an_inventory_that_is_a_fifo_or_a_device_is_refused_before_ansible_inventory(tmp_path: Path) -> None:
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO (named pipe)"), (Path("/dev/null"), "a device")):
+        with pytest.raises(
+            UserError, match=rf"^-i {path}: is {re.escape(kind)}, not a file; accepted: an inventory file"
+        ):
+            inventory_source.read(str(path), env={})
 
 
 RUN_DIRS = [f"drift-20261201T0{n}0000Z" for n in range(5)] + ["drift-20261201T040000Z-2", "apply-20261201T000000Z"]
