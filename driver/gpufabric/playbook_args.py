@@ -149,7 +149,9 @@ def _redact(data: Any, is_secret: Callable[[str], bool], replacement: str) -> An
 def _readable(path: Path, given: str) -> None:
     """given: the option as the user wrote it, for the message."""
     if not path.is_file():
-        raise UserError(f"{given}: no such file; accepted: a readable file")
+        # Say what it is: a directory or a FIFO named "no such file" sends the user looking for a typo.
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "no such file"
+        raise UserError(f"{given}: {what}; accepted: a readable file")
     try:
         with path.open("rb"):
             pass

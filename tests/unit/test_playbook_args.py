@@ -85,6 +85,8 @@ def test_inline_extra_vars_with_secrets_are_redacted_and_others_kept() -> None:
     ("options", "message"),
     [
         ({"extra_vars": ["@missing.yml"]}, r"^-e @missing.yml: no such file; accepted: a readable file$"),
+        ({"extra_vars": ["@/tmp"]}, r"^-e @/tmp: is a directory; accepted: a readable file$"),
+        ({"private_key": Path("/dev/null")}, r"^--private-key /dev/null: is not a regular file; accepted: a readable"),
         ({"extra_vars": ["@list.yml"]}, r"^-e @list.yml: list.yml holds no YAML mapping"),
         ({"extra_vars": [""]}, r"^-e '': empty; accepted: KEY=VALUE"),
         ({"extra_vars": ["[1, 2]"]}, r"^-e '\[1, 2\]': not a mapping"),
