@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import os
 import re
 import unicodedata
@@ -172,7 +173,11 @@ def _mapping(fields: dict[str, tuple[dict[str, Any], bool]]) -> dict[str, Any]:
 
 
 _TEXT = _text_schema()
-_POSITIVE_NUMBER = {"type": "number", "exclusiveMinimum": 0, "x-must": "must be a positive number"}
+_POSITIVE_NUMBER = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "x-must": "must be a positive number (not NaN or infinite)",
+}
 _BOOL = {"type": "boolean", "x-must": "must be true or false"}
 _INSTANCE_TYPE = _matches(INSTANCE_TYPE, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 _NETDEV = _matches(NETDEV, "an interface name: 1-15 letters, digits, '.', '_' or '-'")
@@ -382,11 +387,18 @@ def _is_integer(_checker: Any, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(_checker: Any, value: Any) -> bool:
+    """A finite int or float, never a bool: YAML reads .nan and .inf as floats, and NaN compares false with
+    every bound (exclusiveMinimum 0 would pass it), so a NaN or infinite threshold would judge nothing."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @functools.cache
 def _validator_class() -> Any:
-    """Draft 2020-12 with the integer above."""
+    """Draft 2020-12 with the integer and number above."""
     base = jsonschema.Draft202012Validator
-    return jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
+    checker = base.TYPE_CHECKER.redefine("integer", _is_integer).redefine("number", _is_number)
+    return jsonschema.validators.extend(base, type_checker=checker)
 
 
 def _where(path: str, keys: list[Any]) -> str:

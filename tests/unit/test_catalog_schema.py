@@ -71,6 +71,22 @@ def error_of(tmp_path: Path, text: str) -> CatalogError:
             "must be an integer >= 1; got 0",
             id="list-of-mappings",
         ),
+        *(
+            pytest.param(
+                MEGA + "    bandwidth: {thresholds: [{collective: all_reduce, min_nodes: 1, algo: ring, "
+                f"min_size_bytes: 1, min_busbw_gbyte_s: {value}, verified: false, basis: x}}]}}\n",
+                "profiles.gcp/a3-megagpu-8g.bandwidth.thresholds[0].min_busbw_gbyte_s",
+                f"must be a positive number (not NaN or infinite); got {shown}",
+                id=f"threshold-{shown}",
+            )
+            for value, shown in ((".nan", "nan"), (".inf", "inf"), ("-.inf", "-inf"), (".NaN", "nan"))
+        ),
+        pytest.param(
+            MEGA + "    nics: {gpu: {speed_gbit_s: .inf}}\n",
+            "profiles.gcp/a3-megagpu-8g.nics.gpu.speed_gbit_s",
+            "must be a positive number (not NaN or infinite); got inf",
+            id="speed-inf",
+        ),
         pytest.param(
             MEGA + "    nics: {gpu: {pci_ids: ['15b3:1021', 15B3]}}\n",
             "profiles.gcp/a3-megagpu-8g.nics.gpu.pci_ids",
