@@ -32,6 +32,7 @@ PLACEHOLDER = re.compile(r"\{nics\.(gpu|management)(?:\[([0-9]+)\])?\}")
 MAYBE_PLACEHOLDER = re.compile(r"\{\s*nics[^{}]*\}")
 # GPU NIC kinds whose devices have interface names (EFA devices have none).
 NAMED_GPU_KINDS = ("gvnic", "ethernet", "connectx_ib", "connectx_roce")
+HOST = "the host has"
 ACCEPTED = "{nics.gpu}, {nics.gpu[N]}, {nics.management} or {nics.management[N]} (N from 0)"
 
 
@@ -124,7 +125,7 @@ def resolve(host_plan: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """
     if not host_plan.get("hardware"):
         return host_plan
-    return _named(host_plan, host_nics(facts, host_plan["hardware"]), "the host has")
+    return _named(host_plan, host_nics(facts, host_plan["hardware"]), HOST)
 
 
 def resolve_with_names(host_plan: dict[str, Any], names: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +146,15 @@ def resolve_with_names(host_plan: dict[str, Any], names: dict[str, Any]) -> dict
     return _named(host_plan, given, "gpufabric_nic_names gives")
 
 
+def stand_in_names(nics: dict[str, Any]) -> dict[str, list[str]]:
+    """Names for each NIC of the groups (``gpu0``, ..., ``mgmt0``, ...) where what is planned does not depend on the
+    host's (``gpufabric plan``'s supply chain): never written to a host."""
+    return {
+        "gpu": [f"gpu{index}" for index in range(group_count(nics, "gpu"))],
+        "management": [f"mgmt{index}" for index in range(group_count(nics, "management"))],
+    }
+
+
 INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$")  # a Linux interface name is at most 15 bytes
 
 
@@ -158,9 +168,9 @@ def _named(host_plan: dict[str, Any], names: dict[str, list[str]], where: str) -
         if missing:
             errors.append(f"{key} needs {', '.join(dict.fromkeys(missing))}")
     if errors:
+        hint = "; fabric_facts' findings say which NICs are missing or not recognised" if where == HOST else ""
         raise ValueError(
-            f"profile {resolved.get('profile')}: {'; '.join(errors)}, but {where} {_describe(names, nics)}; "
-            "fabric_facts' findings say which NICs are missing or not recognised"
+            f"profile {resolved.get('profile')}: {'; '.join(errors)}, but {where} {_describe(names, nics)}{hint}"
         )
     resolved["nic_names"] = {group: list(names[group]) for group in GROUPS}
     for group in GROUPS:

@@ -27,8 +27,15 @@ DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
 
 
-def fabric(profile: str = "gcp/a3-highgpu-8g") -> dict:
-    return plugin_utils("fabric_plan").plan_host({"gpufabric_profile": profile}, CATALOG)
+# The names Container-Optimized OS (and net.ifnames=0) gives a3-high's NICs, those of the RxDM's a3vm preset; Google's
+# Ubuntu images give others (tests/fixtures/nic_names.yml). The plan role names them on the host (fabric_nics).
+COS_NAMES = {"management": ["eth0"], "gpu": ["eth1", "eth2", "eth3", "eth4"]}
+UBUNTU_NAMES = {"management": ["enp0s12"], "gpu": ["enp6s0", "enp12s0", "enp134s0", "enp140s0"]}
+
+
+def fabric(profile: str = "gcp/a3-highgpu-8g", names: dict | None = COS_NAMES) -> dict:
+    hostvars = {"gpufabric_profile": profile, **({"gpufabric_nic_names": names} if names else {})}
+    return plugin_utils("fabric_plan").plan_host(hostvars, CATALOG)
 
 
 def settings(**overrides) -> dict:
@@ -39,7 +46,8 @@ def settings(**overrides) -> dict:
 
 
 def plan(facts: dict | None = None, profile: str = "gcp/a3-highgpu-8g", **overrides) -> dict:
-    return tcpx.plan(settings(**overrides), fabric(profile), facts or DEBIAN12)
+    tcpx_profile = profile in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
+    return tcpx.plan(settings(**overrides), fabric(profile, COS_NAMES if tcpx_profile else None), facts or DEBIAN12)
 
 
 # ---------------------------------------------------------------- defaults and images
@@ -269,21 +277,21 @@ def test_a_topology_file_replaces_the_preset_and_is_mounted_read_only():
     assert f"--volume {topology}:{topology}:ro" in result["rxdm_exec_lines"]
 
 
-def test_the_a3vm_preset_refuses_profiles_whose_nics_are_not_eth1_to_eth4(tmp_path):
-    site = tmp_path / "site.yml"
-    site.write_text(
-        "profiles:\n  gcp/a3-highgpu-8g:\n    nics:\n      gpu:\n"
-        "        interfaces: [enp6s0, enp12s0, enp134s0, enp140s0]\n",
-        encoding="utf-8",
-    )
-    catalog = plugin_utils("fabric_catalog").load_catalog(override_files=[site])
-    renamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-highgpu-8g"}, catalog)
-    errors = tcpx.plan(settings(), renamed, DEBIAN12)["errors"]
+def test_the_a3vm_preset_refuses_a_host_whose_nics_are_not_eth1_to_eth4():
+    ubuntu = fabric(names=UBUNTU_NAMES)  # Google's Ubuntu images
+    errors = tcpx.plan(settings(), ubuntu, DEBIAN12)["errors"]
     assert len(errors) == 1 and "hard-codes the GPU NICs eth1, eth2, eth3, eth4" in errors[0]
+    assert "this host names them enp6s0, enp12s0, enp134s0, enp140s0" in errors[0]
     assert "net.ifnames=0" in errors[0]
-    manual = tcpx.plan(settings(rxdm_gpu_nic_topology="/etc/topology.textproto"), renamed, DEBIAN12)
+    manual = tcpx.plan(settings(rxdm_gpu_nic_topology="/etc/topology.textproto"), ubuntu, DEBIAN12)
     assert manual["errors"] == []
     assert manual["firewall_interfaces"] == ["enp6s0", "enp12s0", "enp134s0", "enp140s0"]
+
+
+def test_a_plan_that_has_not_named_the_hosts_nics_is_refused():
+    errors = tcpx.plan(settings(), fabric(names=None), DEBIAN12)["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("the plan of profile 'gcp/a3-highgpu-8g' has not named this host's GPU NICs")
 
 
 def test_a_host_library_directory_is_mounted_instead_of_staging():

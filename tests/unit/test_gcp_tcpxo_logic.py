@@ -14,6 +14,7 @@ from gpufabric.collection import module_utils, plugin_utils
 from tests.conftest import recorded_facts
 
 tcpxo = module_utils("gcp_tcpxo")
+fabric_nics = module_utils("fabric_nics")
 catalog = plugin_utils("fabric_catalog")
 
 DIGEST_A = "sha256:" + "a" * 64
@@ -59,20 +60,17 @@ SETTINGS = {
 }
 
 
-# a3-megagpu-8g's GPU NICs as Google's images name them (catalog/gcp.yml).
+# a3-megagpu-8g's NICs as Google's Ubuntu images name them (tests/fixtures/nic_names.yml); the catalog names none.
 MEGA_GPU_NICS = ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"]
+MEGA_NAMES = {"management": ["enp0s12"], "gpu": MEGA_GPU_NICS}
 
 
 def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
-    """What the fabric_plan lookup returns for tier best (the fields the role reads)."""
-    profile = catalog.load_catalog().get(name)
-    return {
-        "profile": name,
-        "fabric": profile["fabric"],
-        "env": dict(profile["tiers"]["best"]["env"]),
-        "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
-        "nics": copy.deepcopy(profile["nics"]),
-    }
+    """What the plan role hands the role for tier best, its NICs named as on Google's images (the fields it reads)."""
+    named = fabric_nics.resolve_with_names(
+        plugin_utils("fabric_plan").plan_host({"gpufabric_profile": name}, catalog.load_catalog()), MEGA_NAMES
+    )
+    return {key: copy.deepcopy(named[key]) for key in ("profile", "fabric", "env", "gpus", "nics", "nic_names")}
 
 
 def test_the_catalog_profile_plans_without_errors():
@@ -243,7 +241,7 @@ def test_nic_names_must_agree_with_the_env():
     plan = catalog_plan()
     plan["nics"]["gpu"]["interfaces"] = ["eth1"]
     errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
-    assert any("names 1 GPU NIC interfaces for 8 GPU NICs" in error for error in errors)
+    assert any("the plan of gcp/a3-megagpu-8g names 1 of this host's 8 GPU NICs" in error for error in errors)
 
 
 @pytest.mark.parametrize(
