@@ -29,6 +29,7 @@ from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.playbook_args import PlaybookArgs
 
 TIERS = ("best", "standard")
+REPORT_VERSION = 1  # of `gpufabric apply --json`
 # Per-host states, worst first.
 STATES = ("unreachable", "failed", "stopped", "unmanaged", "changed", "ok")
 STATE_STYLE = {
@@ -82,13 +83,16 @@ class HostSummary:
         return self.state in BAD_STATES
 
     def as_dict(self) -> dict[str, Any]:
+        """The host in `gpufabric apply --json` (docs/apply.md, "JSON")."""
         return {
             "state": self.state,
-            "ok": self.ok,
-            "changed": self.changed,
-            "failed": self.failed,
-            "unreachable": self.unreachable,
-            "skipped": self.skipped,
+            "counts": {
+                "ok": self.ok,
+                "changed": self.changed,
+                "failed": self.failed,
+                "unreachable": self.unreachable,
+                "skipped": self.skipped,
+            },
             "reboot_required": self.reboot_required,
             "error": self.error,
             "unmanaged": dict(self.unmanaged) if self.unmanaged else None,
@@ -277,6 +281,20 @@ def execute(
         args=options.args,
     )
     return summarize(run, options.check)
+
+
+def as_dict(result: ApplyResult) -> dict[str, Any]:
+    """`gpufabric apply --json`: what the table shows, whole (docs/apply.md, "JSON")."""
+    return {
+        "report_version": REPORT_VERSION,
+        "check": result.check,
+        "exit_code": result.exit_code,
+        "artifacts": str(result.run.artifacts_dir),
+        "duration_seconds": round(result.run.duration_s, 3),
+        "problems": list(result.problems),
+        "hosts_by_state": {state: len(result.hosts_in(state)) for state in STATES},
+        "hosts": {name: host.as_dict() for name, host in result.hosts.items()},
+    }
 
 
 def _short(text: str | None, limit: int = 160) -> str:

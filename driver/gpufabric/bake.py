@@ -53,6 +53,23 @@ class Result:
     committed: bool
 
 
+def as_dict(options: Options, result: Result) -> dict[str, Any]:
+    """`gpufabric bake --json` (docs/operations.md, "Golden images with Packer"): the image made or not, and the run."""
+    return {
+        "profile": options.profile,
+        "tier": options.tier,
+        "image": options.image,
+        "tag": result.tag,
+        "committed": result.committed,
+        "exit_code": 0 if result.committed else 1,
+        "rc": result.run.rc,
+        "status": result.run.status,
+        "duration_seconds": round(result.run.duration_s, 3),
+        # The bake's directory: inventory.yml, and run/ (ansible-runner's artifacts, gpufabric-run.json).
+        "artifacts": str(result.run.artifacts_dir.parent),
+    }
+
+
 def check(options: Options) -> dict[str, Any]:
     """Refuse bad input before any container starts; the bake's variables."""
     if fabric_catalog.load(options.catalog_files).get(options.profile) is None:

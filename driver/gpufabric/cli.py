@@ -52,9 +52,10 @@ lab_app = typer.Typer(
 )
 app.add_typer(lab_app, name="lab")
 
-# Tables are read in terminals and in CI logs; a log is not a terminal, so give it room.
+# Tables are read in terminals and in CI logs; a log is not a terminal, so give it room. With --json the
+# tables go to stderr, and get the same room there.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 CatalogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045 - typer needs Optional here on Python 3.11
@@ -264,6 +265,10 @@ def k8s_manifests(
         bool,
         typer.Option("--force", help="Replace the files an earlier run wrote in the directory (never any other)."),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print what was written as JSON on stdout (the progress lines go to stderr)."),
+    ] = False,
 ) -> None:
     """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions and a README for the fleet's VFs.
 
@@ -277,15 +282,25 @@ def k8s_manifests(
         storage_ipam_range=storage_ipam_range,
     )
     k8s.check_output(output, force)  # before the inventory is read
-    networks, files = k8s.generate(inventory, tier, catalog, options)
-    for path in k8s.write_tree(output, files, force):
-        stdout.print(f"wrote {path}", markup=False, highlight=False)
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        stderr.print(f"warning: {text}", markup=False, highlight=False)
+
+    networks, files = k8s.generate(inventory, tier, catalog, options, warn=warn)
+    written = k8s.write_tree(output, files, force)
+    out = stderr if as_json else stdout
+    for path in written:
+        out.print(f"wrote {path}", markup=False, highlight=False)
     hosts = sum(len(network.hosts) for network in networks)
-    stdout.print(
+    out.print(
         f"{len(networks)} SR-IOV profile(s), {hosts} host(s); next: read {output / 'README.md'}",
         markup=False,
         highlight=False,
     )
+    if as_json:
+        _print_json(k8s.as_dict(output, written, networks, options, warnings))
     if ipam_range is None or (storage_interface and storage_ipam_range is None):
         stderr.print(
             "[yellow]warning[/yellow]: IP ranges are site-specific placeholders; regenerate with --ipam-range "
@@ -384,7 +399,7 @@ def verify(
     """
     if show:
         # verify runs with Ansible's defaults under the user's configuration (host key checking as it says).
-        _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env())
+        _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env(), as_json=as_json)
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
     if output is not None:
         output_file.check_directory(output, "-o")
@@ -509,7 +524,8 @@ ShowSettingsOption = Annotated[
     bool,
     typer.Option(
         "--show-settings",
-        help="Print the Ansible configuration file and settings a run would use, and who set each; run nothing.",
+        help="Print the Ansible configuration file and settings a run would use, and who set each (with --json, "
+        "as JSON); run nothing.",
     ),
 ]
 
@@ -540,9 +556,13 @@ def _ansible_args(
     )
 
 
-def _show_settings(settings: str, hosts: int, *, always: dict[str, str] | None = None) -> None:
-    """--show-settings: print and exit 0."""
-    show_settings.render(show_settings.describe(settings, hosts, always=always), stdout)
+def _show_settings(settings: str, hosts: int, *, always: dict[str, str] | None = None, as_json: bool = False) -> None:
+    """--show-settings: print (with --json, show_settings.describe as JSON) and exit 0."""
+    described = show_settings.describe(settings, hosts, always=always)
+    if as_json:
+        _print_json(described)
+    else:
+        show_settings.render(described, stdout)
     raise typer.Exit(EXIT_OK)
 
 
@@ -584,6 +604,13 @@ def apply_command(
     catalog: CatalogOption = None,
     settings: SettingsOption = playbook_settings.TUNED,
     show: ShowSettingsOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as JSON on stdout (the table goes to stderr); with --show-settings, the settings.",
+        ),
+    ] = False,
     extra_vars: ExtraVarsOption = None,
     user: RemoteUserOption = None,
     private_key: PrivateKeyOption = None,
@@ -601,7 +628,8 @@ def apply_command(
     failed, was unreachable, never got to run or is not managed (no catalog profile), or on bad input.
     """
     if show:
-        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
+        hosts = len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit)))
+        _show_settings(settings, hosts, as_json=as_json)
     options = fabric_apply.ApplyOptions(
         inventory=inventory,
         tier=tier,
@@ -627,7 +655,9 @@ def apply_command(
     )
     with _run_display() as (progress, watch):
         result = fabric_apply.execute(options, progress, watch=watch)
-    fabric_apply.render(result, stdout)
+    fabric_apply.render(result, stderr if as_json else stdout)
+    if as_json:
+        _print_json(fabric_apply.as_dict(result))
     raise typer.Exit(result.exit_code)
 
 
@@ -644,7 +674,11 @@ def drift_command(
         ),
     ] = False,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print the JSON report on stdout (the tables go to stderr).")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the JSON report on stdout (the tables go to stderr); with --show-settings, the settings.",
+        ),
     ] = False,
     json_file: Annotated[
         Optional[Path],  # noqa: UP045
@@ -691,7 +725,8 @@ def drift_command(
     inventory: before any run and any report). docs/drift.md has the reports' formats.
     """
     if show:
-        _show_settings(settings, len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit))))
+        hosts = len(playbook_runs.inventory_hosts(inventory, fabric_apply.parse_limit(limit)))
+        _show_settings(settings, hosts, as_json=json_out)
     options = fabric_drift.DriftOptions(
         inventory=inventory,
         tier=tier,
@@ -762,12 +797,17 @@ def lab_down(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOpti
 
 
 @lab_app.command("status")
-def lab_status(name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None) -> None:
+def lab_status(
+    name: LabNameOption = local_lab.DEFAULT_NAME, directory: LabDirOption = None, as_json: JsonOption = False
+) -> None:
     """Show each lab host's container state and SSH reachability; exit 1 when a host is not running."""
     lab = local_lab.status(local_lab.load(name, directory))
-    local_lab.render(lab, stdout)
-    if any(host.state != "running" for host in lab.hosts):
-        raise typer.Exit(1)
+    shown = local_lab.as_dict(lab)
+    if as_json:
+        _print_json(shown)
+    else:
+        local_lab.render(lab, stdout)
+    raise typer.Exit(shown["exit_code"])
 
 
 @app.command()
@@ -808,6 +848,13 @@ def bake(
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     show: ShowSettingsOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as JSON on stdout (progress stays on stderr); with --show-settings, the settings.",
+        ),
+    ] = False,
     extra_vars: ExtraVarsOption = None,
     vault_id: VaultIdOption = None,
     vault_password_file: VaultFileOption = None,
@@ -819,7 +866,7 @@ def bake(
     made, 1 when bake.yml failed (no image) or on a usage error.
     """
     if show:
-        _show_settings(playbook_settings.TUNED, 1)
+        _show_settings(playbook_settings.TUNED, 1, as_json=as_json)
     options = fleet_bake.Options(
         profile=profile,
         tag=tag,
@@ -830,6 +877,8 @@ def bake(
         artifacts=artifacts,
     )
     result = fleet_bake.bake(options, _lab_progress)
+    if as_json:
+        _print_json(fleet_bake.as_dict(options, result))
     raise typer.Exit(0 if result.committed else 1)
 
 

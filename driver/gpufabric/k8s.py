@@ -706,6 +706,49 @@ def write_tree(directory: Path, files: dict[str, str], force: bool) -> list[Path
     return [directory / name for name in files if name != MARKER]
 
 
+def as_dict(
+    directory: Path, written: list[Path], result: list[ProfileNetwork], options: Options, warnings: Sequence[str]
+) -> dict[str, Any]:
+    """`gpufabric k8s manifests --json` (docs/kubernetes.md, "JSON"): the files written and what they hold."""
+    return {
+        "output": str(directory),
+        "files": [str(path) for path in written],
+        "namespace": options.namespace,
+        "resource_prefix": options.resource_prefix,
+        "placeholder_ranges": options.ipam_range is None
+        or (options.storage_interface is not None and options.storage_ipam_range is None),
+        "warnings": list(warnings),
+        "storage": {
+            "interface": options.storage_interface,
+            "ipam_range": options.storage_ipam_range or PLACEHOLDER_STORAGE_RANGE,
+        }
+        if options.storage_interface
+        else None,
+        "hosts": sum(len(network.hosts) for network in result),
+        "profiles": [
+            {
+                "profile": network.profile,
+                "instance_type": network.instance_type,
+                "link_type": network.link_type,
+                "hosts": list(network.hosts),
+                "nics": network.nics,
+                "vfs_per_nic": network.vfs_per_nic,
+                "rails": [
+                    {
+                        "resource": f"{options.resource_prefix}/{rail.resource_name}",
+                        "network": rail.nad_name,
+                        "physical_function": rail.physical_function,
+                        "ipam_range": rail.ipam_range,
+                        "vfs": rail.vfs,
+                    }
+                    for rail in network.rails
+                ],
+            }
+            for network in result
+        ],
+    }
+
+
 def _stderr_warning(text: str) -> None:
     sys.stderr.write(f"warning: {text}\n")
 

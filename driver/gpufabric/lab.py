@@ -281,6 +281,22 @@ def status(lab: Lab) -> Lab:
     return dataclasses.replace(lab, hosts=hosts)
 
 
+def as_dict(lab: Lab) -> dict[str, Any]:
+    """`gpufabric lab status --json` (docs/lab.md, "JSON"): the lab and each host's live state."""
+    return {
+        "name": lab.name,
+        "profile": lab.profile,
+        "image": lab.image,
+        "directory": str(lab.directory),
+        "inventory": str(lab.inventory),
+        "exit_code": 0 if all(host.state == "running" for host in lab.hosts) else 1,
+        "hosts": [
+            {"name": host.name, "state": host.state, "ssh_port": host.port, "ssh_reachable": host.ssh_reachable}
+            for host in lab.hosts
+        ],
+    }
+
+
 def render(lab: Lab, console: Console) -> None:
     table = Table(title=f"gpufabric lab {lab.name}")
     for column in ("host", "container", "SSH port", "SSH reachable", "profile"):

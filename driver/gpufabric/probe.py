@@ -26,7 +26,7 @@ FACTS_KEY = "gpufabric_hardware"
 def gather(inventory: str, forks: int = 20) -> dict[str, dict[str, Any]]:
     """{host: {"facts": dict|None, "error": str|None}} for every host that answered or failed."""
     results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="gpufabric-probe-") as private_dir:
+    with tempfile.TemporaryDirectory(prefix="gpufabric-probe-") as private_dir, runs.runner_signals():
         runner = ansible_runner.run(
             private_data_dir=private_dir,
             inventory=str(Path(inventory).resolve()) if Path(inventory).exists() else inventory,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Run a playbook through ansible-runner for `gpufabric apply` and `gpufabric drift`.
+"""Run a playbook through ansible-runner for `gpufabric apply`, `drift`, `verify` and `bake`.
 
 ansible-runner starts ansible-playbook over the inventory's own connections (SSH, podman, local:
 the inventory's variables apply as they are) with this collection on ANSIBLE_COLLECTIONS_PATH and
@@ -32,15 +32,18 @@ removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +93,25 @@ class PlaybookRun:
     duration_s: float
     hosts: list[str] = field(default_factory=list)  # the inventory's hosts the run was meant to cover
     settings: dict[str, str] = field(default_factory=dict)  # the Ansible settings it ran with
+
+
+@contextlib.contextmanager
+def runner_signals() -> Iterator[None]:
+    """Around an ansible_runner.run: this process's SIGINT and SIGTERM handlers as they were, afterwards.
+
+    ansible-runner replaces both with a handler that only sets its cancel flag, and never puts them back: after one
+    run, a Ctrl-C (or a service manager's stop) would no longer interrupt gpufabric between runs (drift
+    --remediate's steps, a bake's commit and clean-up)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # ansible-runner sets handlers on the main thread only
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            if handler is not None:
+                signal.signal(number, handler)
 
 
 def site_playbook() -> Path:
@@ -328,6 +350,7 @@ def run_playbook(
     label: str = "",
     args: playbook_args.PlaybookArgs | None = None,
     environment: dict[str, str] | None = None,
+    on_event: Callable[[dict[str, Any]], object] | None = None,
 ) -> PlaybookRun:
     """Run the playbook; its artifacts stay in artifacts_dir (ansible-runner's artifact directory).
 
@@ -336,7 +359,8 @@ def run_playbook(
     forks and the progress count). progress gets a line at the start, per task and at the end;
     with watch (a live display, given the Tally after every event) the per-task lines are left out.
     args: the ansible-playbook options the user gave, passed through. environment: variables ansible-playbook
-    gets besides this process's and the Ansible settings (what a connection plugin's own tool needs).
+    gets besides this process's and the Ansible settings (what a connection plugin's own tool needs). on_event
+    (gpufabric verify's per-host lines) gets every event as it comes, in place of the per-task lines and watch.
     """
     import ansible_runner
 
@@ -359,10 +383,12 @@ def run_playbook(
     where = f", config {config.path}" if config else ""
     say(f"{label + ': ' if label else ''}{playbook.name}{mode} on {len(covered)} host(s), settings {settings}{where}")
 
-    def on_event(event: dict[str, Any]) -> bool:
+    def handle_event(event: dict[str, Any]) -> bool:
         events.append(event)
         new_task = tally.feed(event)
-        if watch is not None:
+        if on_event is not None:
+            on_event(event)
+        elif watch is not None:
             watch(tally)
         elif new_task:
             say(tally.line())
@@ -381,7 +407,7 @@ def run_playbook(
     # The private data directory holds ansible-runner's copies of the inputs (env/extravars, given
     # to ansible-playbook as -e @FILE, so never on its command line) for the run only, 0700, removed
     # after it; the artifacts go to artifacts_dir itself (artifact_dir/ident).
-    with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir:
+    with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir, runner_signals():
         try:
             runner = ansible_runner.run(
                 private_data_dir=private_dir,
@@ -397,7 +423,7 @@ def run_playbook(
                 # Not ansible-runner's per-run cache in the artifacts: the settings set decides.
                 fact_cache_type="none",
                 quiet=True,
-                event_handler=on_event,
+                event_handler=handle_event,
                 status_handler=on_status,
             )
         finally:

@@ -12,16 +12,15 @@ gpufabric.report, so `--from-results` gives the same report from the same direct
 
 from __future__ import annotations
 
-import shlex
-import tempfile
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufabric import ansible_settings, plot, report, runs
 from gpufabric import catalog as fabric_catalog
 from gpufabric import plan as fleet_plan
-from gpufabric import playbook_args, plot, report, runs
 from gpufabric.collection import collection_root, module_utils, plugin_utils
 from gpufabric.errors import UserError
 from gpufabric.inventory import as_play_sees, host_vars
@@ -29,6 +28,9 @@ from gpufabric.playbook_args import PlaybookArgs
 
 TIERS = ("best", "standard")
 LOG_FILE = "ansible.log"
+# Beside it, the run record apply and drift keep (runs.run_playbook): job_events/, stdout, command, rc, status,
+# gpufabric-run.json.
+ARTIFACTS_DIR = "artifacts"
 Progress = Callable[[str], None]
 
 
@@ -196,39 +198,40 @@ def run_tier(
     playbook: Path | None = None,
     scope: str | None = None,
     hosts: list[str] | None = None,
+    covered: list[str] | None = None,
 ) -> list[str]:
     """Run the verify playbook for one tier (or one --nvlink scope on its hosts) into results_dir; the errors of a
-    play that broke."""
-    import ansible_runner
+    play that broke.
 
+    The run is runs.run_playbook's, as apply's and drift's are: ansible-runner's artifact directory (job events,
+    stdout, the command with its secrets redacted, rc, status) and gpufabric-run.json in results_dir/artifacts,
+    Ansible's defaults under the user's configuration (settings stock). covered: the inventory's hosts the run
+    is meant for, when the caller listed them (the progress count).
+    """
     results_dir.mkdir(parents=True, exist_ok=True)
-    inventory = str(options.inventory)
-    if Path(inventory).exists():
-        inventory = str(Path(inventory).resolve())
-    events = _Events(report.tier_label(tier, scope), progress)
-    book = playbook or collection_root() / "playbooks" / "verify.yml"
-    with tempfile.TemporaryDirectory(prefix="gpufabric-verify-") as private_dir:
-        runner = ansible_runner.run(
-            private_data_dir=private_dir,
-            playbook=str(book.resolve()),
-            inventory=inventory,
-            extravars=extra_vars(options, tier, results_dir, scope, hosts),
-            limit=",".join(options.limit) if options.limit else None,
-            envvars=runner_env(),
-            cmdline=shlex.join(options.args.cmdline()) or None,
-            passwords=playbook_args.passwords(options.args),
-            quiet=True,
-            event_handler=events,
-        )
-        log = results_dir / LOG_FILE
-        try:
-            log.write_text(runner.stdout.read(), encoding="utf-8")
-        except (OSError, AttributeError, ValueError):
-            log = Path(private_dir) / "artifacts"
-        rc, status = runner.rc, runner.status
-    if rc == 0:
+    label = report.tier_label(tier, scope)
+    events = _Events(label, progress)
+    run = runs.run_playbook(
+        playbook or collection_root() / "playbooks" / "verify.yml",
+        str(options.inventory),
+        limit=options.limit,
+        extravars=extra_vars(options, tier, results_dir, scope, hosts),
+        settings=ansible_settings.STOCK,
+        artifacts_dir=results_dir / ARTIFACTS_DIR,
+        progress=progress,
+        hosts=hosts if hosts is not None else covered,
+        label=label,
+        args=options.args,
+        on_event=events,
+    )
+    log = results_dir / LOG_FILE
+    try:
+        shutil.copyfile(run.artifacts_dir / "stdout", log)
+    except OSError:
+        log = run.artifacts_dir
+    if run.rc == 0:
         return []
-    errors = events.failures or [f"ansible-playbook ended {status} (exit {rc}) before any task failed"]
+    errors = events.failures or [f"ansible-playbook ended {run.status} (exit {run.rc}) before any task failed"]
     return [*errors, f"the playbook's output: {log}"]
 
 
@@ -266,10 +269,12 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
     else:
         if not options.inventory:
             raise UserError("give -i INVENTORY to run nccl-tests, or --from-results DIR to judge earlier results")
+        covered: list[str] | None = None  # the hosts a tier's run is for (--nvlink: each scope's own)
         if options.limit:
             if options.nvlink:
                 raise UserError("--nvlink chooses the hosts of each scope itself; give --limit or --nvlink, not both")
-            if not runs.inventory_hosts(str(options.inventory), options.limit):
+            covered = runs.inventory_hosts(str(options.inventory), options.limit)
+            if not covered:
                 raise UserError(f"inventory {options.inventory!r} has no host matching --limit {options.limit[0]!r}")
         output = options.output or default_output()
         tiers = options.tiers or ["best"]
@@ -280,11 +285,18 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
             planned = [(report.tier_label("best", scope), "best", scope, hosts) for scope, hosts in scopes]
             tiers = [label for label, *_rest in planned]
         _prepare_output(output, tiers)
+        if covered is None and not options.nvlink:
+            # Listed once for every tier (the runs' progress count), after the checks that need no inventory.
+            covered = runs.inventory_hosts(str(options.inventory))
+            if not covered:
+                raise UserError(f"inventory {options.inventory!r} has no host")
+        if covered is not None and options.nodes:
+            covered = covered[: options.nodes]
         root = output
         for label, tier, scope, hosts in planned:
             on = f" on {', '.join(hosts)}" if hosts else ""
             progress(f"[{label}] running playbooks/verify.yml{on}; results in {output / label}")
-            errors = run_tier(options, tier, output / label, progress, playbook, scope, hosts)
+            errors = run_tier(options, tier, output / label, progress, playbook, scope, hosts, covered)
             if errors:
                 tier_errors[label] = errors
     built = report.build(

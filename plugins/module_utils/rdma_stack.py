@@ -109,6 +109,15 @@ STACK_PACKAGES = ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest", 
 # 2410mlnx54-1.2410068 on Azure's HPC images; the distribution's (39.0-1, 50.0-2build2) does not.
 DOCA_VERSION_MARK = "mlnx"
 
+# DOCA-OFED's UCX package, which ships the library and tools Ubuntu's libucx0 and ucx-utils do, and conflicts with
+# them (Azure/azhpc-images 8e9d055f components/install_rocm.sh: Ubuntu's libucx0 "is older than and conflicts with
+# the ucx package installed by doca-ofed"). On a DOCA image it stands for both and is held with the stack.
+DOCA_UCX = "ucx"
+DISTRIBUTION_UCX = ("libucx0", "ucx-utils")
+# rdma-core's libraries, in the Ubuntu tables beside rdma-core. A DOCA image's come with DOCA's rdma-core under the
+# same names: one it lacks is never installed from the distribution beside DOCA's (mixed versions).
+RDMA_CORE_LIBRARIES = ("ibverbs-providers", "libibverbs1", "librdmacm1")
+
 # Where NVIDIA's online DOCA repository keeps each architecture.
 DOCA_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64-sbsa", "arm64": "arm64-sbsa"}
 
@@ -496,6 +505,12 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         # doca-ofed depends on openmpi at an exact version; installed, that dependency is met already (by DOCA's
         # openmpi or a package providing it, as azhpc-images' hpcx-provides-openmpi does).
         missing.remove("openmpi")
+    if shipped == "doca":
+        missing = [name for name in missing if name not in RDMA_CORE_LIBRARIES]
+    if shipped == "doca" and DOCA_UCX in installed:
+        # Installing Ubuntu's UCX beside DOCA's would fail on the conflict or remove DOCA's: DOCA's is adopted instead.
+        missing = [name for name in missing if name not in DISTRIBUTION_UCX]
+        found[DOCA_UCX] = installed[DOCA_UCX]
     steps = [adopt.hold_step(found, ADOPT_PREFERENCES)]
     added = [supply_chain.package(name, "", "", hold=True) for name in missing] + modules_extra_only
     if added:

@@ -22,7 +22,7 @@ def verifies(in_release: Path, key: Path) -> bool:
     return result.returncode == 0
 
 
-def test_archive_layout_has_a_pool_and_index_per_component(tmp_path):
+def test_archive_layout_has_a_pool_and_index_per_component_and_pocket(tmp_path):
     spec = {
         "layout": "archive",
         "origin": "Ubuntu",
@@ -31,13 +31,19 @@ def test_archive_layout_has_a_pool_and_index_per_component(tmp_path):
             "main": [{"name": "rdma-core", "version": "39.0-1"}],
             "universe": [{"name": "perftest", "version": "4.4+0.37-1"}],
         },
+        "pockets": {"jammy-updates": {"main": [{"name": "rdma-core", "version": "39.0-1ubuntu0.1"}]}},
     }
     fingerprint = aptrepo_layout.build(tmp_path / "ubuntu", spec)
     out = tmp_path / "ubuntu"
-    assert (out / "pool/main/rdma-core_39.0-1_all.deb").is_file()
-    assert (out / "pool/universe/perftest_4.4+0.37-1_all.deb").is_file()
+    assert (out / "pool/main/jammy/rdma-core_39.0-1_all.deb").is_file()
+    assert (out / "pool/universe/jammy/perftest_4.4+0.37-1_all.deb").is_file()
     main = (out / "dists/jammy/main/binary-amd64/Packages").read_text()
     assert "Package: rdma-core\n" in main and "perftest" not in main and "TEST DOUBLE" in main
+    # A pocket indexes only its own packages, signed like the release suite.
+    updates = (out / "dists/jammy-updates/main/binary-amd64/Packages").read_text()
+    assert "Version: 39.0-1ubuntu0.1\n" in updates and "Version: 39.0-1\n" not in updates
+    assert "Version: 39.0-1ubuntu0.1" not in main
+    assert verifies(out / "dists/jammy-updates/InRelease", out / "test-double-archive-keyring.gpg")
     release = (out / "dists/jammy/Release").read_text()
     assert "Components: main universe\n" in release and "Codename: jammy\n" in release
     assert "Origin: Ubuntu\n" in release and " universe/binary-amd64/Packages\n" in release

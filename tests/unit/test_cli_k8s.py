@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 
@@ -78,8 +79,22 @@ def test_host_var_naming_pfs_gives_rails(gpufabric, tmp_path):
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     out = tmp_path / "manifests"
     args = ("k8s", "manifests", "-i", str(inventory), "-o", str(out), "--ipam-range", "10.8.0.0/16")
-    result = gpufabric(*args, "--resource-prefix", "example.org", "--namespace", "ml")
+    result = gpufabric(*args, "--resource-prefix", "example.org", "--namespace", "ml", "--json")
     assert result.returncode == 0, result.stderr
+    # --json: what was written, on stdout as JSON; the progress lines went to stderr.
+    shown = json.loads(result.stdout)
+    assert shown["output"] == str(out) and shown["namespace"] == "ml" and shown["placeholder_ranges"] is False
+    assert sorted(Path(path).name for path in shown["files"]) == [
+        "00-sriovdp-config.yaml",
+        "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
+        "README.md",
+    ]
+    assert all(Path(path).is_file() for path in shown["files"]) and shown["storage"] is None
+    [profile] = shown["profiles"]
+    assert profile["profile"] == "baremetal/hgx-h100-ib-ndr-sriov" and len(profile["hosts"]) == shown["hosts"] == 2
+    assert len(profile["rails"]) == 8 and profile["rails"][0]["resource"].startswith("example.org/")
+    assert profile["rails"][0]["physical_function"] == RAILS[0]
+    assert f"wrote {out / 'README.md'}" in result.stderr
     [configmap] = list(yaml.safe_load_all((out / "00-sriovdp-config.yaml").read_text()))
     config = json.loads(configmap["data"]["config.json"])
     assert len(config["resourceList"]) == 8

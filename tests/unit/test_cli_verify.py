@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric import verify
+from gpufabric import playbook_args, verify
 from gpufabric.errors import UserError
 from tests.unit.test_verify_plot import png_size
 from tests.unit.test_verify_report import FIXTURES, GIB, MIB, make_results, synthetic_output
@@ -228,9 +228,15 @@ def runner_environment(ansible_env, monkeypatch):
         monkeypatch.setenv(key, value)
 
 
-def test_run_compares_two_tiers_through_ansible_runner(tmp_path, stand_in, runner_environment):
+SECRET_VAR = "fake-verify-db-password-0123"
+SECRET_ENV = "fake-verify-aws-secret-4567"
+
+
+def test_run_compares_two_tiers_through_ansible_runner(tmp_path, stand_in, runner_environment, monkeypatch):
     source, playbook = stand_in
     inventory = write_inventory(tmp_path / "hosts.yml", source)
+    # Secrets of the command line and of the environment reach ansible-playbook, never the run record.
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ENV)
     lines: list[str] = []
     options = verify.Options(
         inventory=str(inventory),
@@ -239,6 +245,7 @@ def test_run_compares_two_tiers_through_ansible_runner(tmp_path, stand_in, runne
         tiers=["standard", "best"],
         compare=True,
         output=tmp_path / "out",
+        args=playbook_args.build(extra_vars=[f"db_password={SECRET_VAR}", "who=ops"]),
     )
     built, directory = verify.execute(options, lines.append, playbook=playbook)
     assert directory == tmp_path / "out"
@@ -250,6 +257,23 @@ def test_run_compares_two_tiers_through_ansible_runner(tmp_path, stand_in, runne
     assert built["speedup"][0]["sizes"][-1]["speedup"] > 40
     assert (directory / "best" / "ansible.log").is_file() and (directory / "report.json").is_file()
     assert png_size(directory / "busbw.png")[0] > 0
+    # Each tier keeps the run record apply and drift keep (runs.run_playbook), beside its ansible.log.
+    for tier in ("standard", "best"):
+        artifacts = directory / tier / verify.ARTIFACTS_DIR
+        expected = {"command", "gpufabric-run.json", "job_events", "rc", "status", "stdout"}
+        assert expected <= {path.name for path in artifacts.iterdir()}
+        assert (artifacts / "rc").read_text().strip() == "0" and any((artifacts / "job_events").iterdir())
+        assert (artifacts / "stdout").read_text() == (directory / tier / "ansible.log").read_text()
+        record = json.loads((artifacts / "gpufabric-run.json").read_text())
+        assert record["settings"] == "stock" and record["extravars"]["gpufabric_verify_tier"] == tier
+        assert record["ansible_args"] == ["-e", json.dumps({"db_password": "<redacted by gpufabric>"}), "-e", "who=ops"]
+        command = json.loads((artifacts / "command").read_text())
+        assert command["env"]["AWS_SECRET_ACCESS_KEY"] == "<redacted by gpufabric>"
+    assert "[best] 2/2 hosts done, 1 changed, 0 failed, 0 unreachable" in " ".join(lines)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert SECRET_VAR not in text and SECRET_ENV not in text, path
 
 
 def test_a_broken_play_fails_the_tier_with_its_message_on_the_limited_hosts(tmp_path, stand_in, runner_environment):

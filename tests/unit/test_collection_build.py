@@ -42,6 +42,9 @@ DEV_ONLY = (
     "scripts/",
     ".venv/",
     ".cache/",
+    ".ansible/",
+    "ansible-navigator.yml",
+    "navigator-artifacts/",
     "pyproject.toml",
 )
 

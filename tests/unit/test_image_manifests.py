@@ -20,8 +20,19 @@ UNVERIFIED = "UNVERIFIED"
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 ADDRESS = re.compile(r"https?://\S+|gh-index:\d+|tests/fixtures/\S+")
 SECTIONS = {"packages": "name", "files": "path", "services": "unit", "interfaces": "name"}
-TOP = {"schema", "image", "recorded", "kernel", "packages", "files", "services", "interfaces", "profiles",
-       "unverified", "notes"}
+TOP = {
+    "schema",
+    "image",
+    "recorded",
+    "kernel",
+    "packages",
+    "files",
+    "services",
+    "interfaces",
+    "profiles",
+    "unverified",
+    "notes",
+}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -58,9 +69,11 @@ def _check_entry(entry: dict[str, Any], key: str, unverified: set[str], where: s
     """Sourced, or UNVERIFIED somewhere and named under unverified."""
     open_values = [k for k, v in entry.items() if v == UNVERIFIED]
     if entry.get("source") == UNVERIFIED or open_values:
-        assert key in unverified, f"{where}: {key} has UNVERIFIED {open_values or ['source']} but is not under unverified"
+        missing = open_values or ["source"]
+        assert key in unverified, f"{where}: {key} has UNVERIFIED {missing} but is not under unverified"
     if entry.get("source") != UNVERIFIED:
-        assert _sourced(entry.get("source")), f"{where}: {key} source {entry.get('source')!r} lacks an address or a date"
+        source = entry.get("source")
+        assert _sourced(source), f"{where}: {key} source {source!r} lacks an address or a date"
 
 
 @pytest.fixture(scope="module")

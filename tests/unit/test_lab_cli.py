@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
+from gpufabric import cli, lab_host, lab_image
 from gpufabric import lab as local_lab
-from gpufabric import lab_image
 from gpufabric.errors import UserError
 from unit.test_cli import assert_clean_error
 
@@ -114,3 +115,37 @@ def test_a_large_lab_raises_the_inotify_instance_limit_as_root_only(tmp_path, mo
     monkeypatch.setattr(lab_image.os, "geteuid", lambda: 1000)
     with pytest.raises(UserError, match=r"sudo sysctl -w fs.inotify.max_user_instances=576"):
         lab_image.ensure_inotify_instances(64, said.append, limit)
+
+
+def test_status_json_gives_each_hosts_live_state(tmp_path, monkeypatch):
+    """`lab status --json`: the lab and every host on stdout as JSON, exit 1 when a host is not running."""
+    lab = {
+        "name": "gpufabric-lab",
+        "profile": "baremetal/hgx-h100-ib-ndr",
+        "nodes": 2,
+        "image": local_lab.LAB_IMAGE,
+        "hosts": [{"name": "gpufabric-lab-1", "port": 40001}, {"name": "gpufabric-lab-2", "port": 40002}],
+        "roles": ["fabric_facts"],
+        "left_out": {},
+    }
+    (tmp_path / "lab.json").write_text(json.dumps(lab))
+    states = {"gpufabric-lab-1": "running", "gpufabric-lab-2": "exited"}
+    monkeypatch.setattr(local_lab, "container_state", states.__getitem__)
+    monkeypatch.setattr(lab_host, "ssh_reachable", lambda directory, port: port == 40001)
+    result = CliRunner().invoke(cli.app, ["lab", "status", "--dir", str(tmp_path), "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout) == {
+        "name": "gpufabric-lab",
+        "profile": "baremetal/hgx-h100-ib-ndr",
+        "image": local_lab.LAB_IMAGE,
+        "directory": str(tmp_path),
+        "inventory": str(tmp_path / "inventory.yml"),
+        "exit_code": 1,
+        "hosts": [
+            {"name": "gpufabric-lab-1", "state": "running", "ssh_port": 40001, "ssh_reachable": True},
+            {"name": "gpufabric-lab-2", "state": "exited", "ssh_port": 40002, "ssh_reachable": False},
+        ],
+    }
+    states["gpufabric-lab-2"] = "running"
+    result = CliRunner().invoke(cli.app, ["lab", "status", "--dir", str(tmp_path), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["exit_code"] == 0

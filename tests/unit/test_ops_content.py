@@ -33,6 +33,7 @@ REQUIREMENTS = REPO / "collections" / "requirements.yml"
 PACKER = REPO / "examples" / "packer" / "gpufabric-bake.pkr.hcl"
 PACKER_VERSIONS = PACKER.parent / "versions.pkr.hcl"
 OPERATIONS = REPO / "docs" / "operations.md"
+NAVIGATOR = REPO / "ansible-navigator.yml"
 
 DRIFT_ARGS = [
     "drift",
@@ -350,6 +351,33 @@ def test_execution_environment_pins_match_constraints():
     assert (REPO / deps["galaxy"]) == REQUIREMENTS
 
 
+def test_ansible_navigator_settings_run_site_yml_in_the_execution_environment():
+    """ansible-navigator.yml: valid for ansible-navigator, and naming what execution-environment.yml builds."""
+    import importlib.resources
+
+    import jsonschema
+
+    settings = yaml.safe_load(NAVIGATOR.read_text())
+    # ansible-navigator's own settings schema (its data/ansible-navigator.json), as ansible-lint ships it to
+    # check the file with its `schema` rule; ansible-navigator itself is not installed here.
+    schema = importlib.resources.files("ansiblelint.schemas").joinpath("ansible-navigator-config.json")
+    jsonschema.validate(settings, json.loads(schema.read_text()))
+    navigator = settings["ansible-navigator"]
+    assert (REPO / navigator["ansible"]["playbook"]["path"]) == REPO / "playbooks" / "site.yml"
+    ee = navigator["execution-environment"]
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    # The tag docs/operations.md builds, as podman names a local image; never pulled (no registry has it).
+    assert ee["enabled"] is True and ee["image"] == f"localhost/gpufabric-ee:{version}"
+    assert ee["pull"]["policy"] == "never"
+    assert f"ansible-builder build -f execution-environment.yml -t gpufabric-ee:{version}" in OPERATIONS.read_text()
+    assert navigator["mode"] == "stdout"
+    # The artifacts and the log land where git and the collection build ignore them, not in playbooks/.
+    for path in (navigator["playbook-artifact"]["save-as"], navigator["logging"]["file"]):
+        assert path.startswith("navigator-artifacts/"), path
+    assert "navigator-artifacts/" in (REPO / ".gitignore").read_text().split()
+    assert "navigator-artifacts" in yaml.safe_load((REPO / "galaxy.yml").read_text())["build_ignore"]
+
+
 def test_ansible_builder_create_writes_a_context_that_installs_the_requirements(tmp_path, ansible_env):
     context = tmp_path / "context"
     result = subprocess.run(
@@ -548,15 +576,16 @@ def test_packer_validates_the_template(tmp_path):
 
 def test_operations_doc_names_files_that_exist():
     text = OPERATIONS.read_text()
-    named = set(re.findall(r"`((?:examples|collections|playbooks)/[^`\s]+|execution-environment\.yml)`", text))
-    for path in (SERVICE, TIMER, CRONJOB, EE, REQUIREMENTS, PACKER, PACKER_VERSIONS):
+    file_name = r"`((?:examples|collections|playbooks)/[^`\s]+|(?:execution-environment|ansible-navigator)\.yml)`"
+    named = set(re.findall(file_name, text))
+    for path in (SERVICE, TIMER, CRONJOB, EE, NAVIGATOR, REQUIREMENTS, PACKER, PACKER_VERSIONS):
         assert str(path.relative_to(REPO)) in named, f"docs/operations.md does not name {path.relative_to(REPO)}"
     missing = sorted(path for path in named if not (REPO / path).exists())
     assert missing == []
 
 
 def test_example_yaml_passes_yamllint_strict():
-    files = [CRONJOB, EE, REQUIREMENTS]
+    files = [CRONJOB, EE, NAVIGATOR, REQUIREMENTS]
     result = subprocess.run(
         [str(BIN / "yamllint"), "--strict", *map(str, files)],
         cwd=REPO,

@@ -136,6 +136,19 @@ def test_inbox_asked_on_a_doca_image_adopts_doca_with_a_warning():
     ]
 
 
+def test_on_a_doca_image_doca_s_ucx_stands_for_ubuntu_s_and_nothing_of_the_distribution_s_is_added():
+    """Azure's ubuntu-hpc image: DOCA's `ucx` conflicts with Ubuntu's libucx0 (Azure/azhpc-images
+    components/install_rocm.sh); DOCA's rdma-core carries the libraries under Ubuntu's names."""
+    ucx = "1.18.0-1.2410068"  # a DOCA-built version: a test value, not a published one
+    result = plan({**DOCA_IMAGE, "perftest": MLNX, "ucx": ucx})
+    assert result["errors"] == []
+    (hold,) = result["supply"][:1]
+    assert pins(hold)["ucx"] == ucx and "libucx0" not in pins(hold)
+    added = [package["name"] for step in result["supply"][1:] for package in step["packages"]]
+    assert added == [MODULES_EXTRA], "no Ubuntu UCX beside DOCA's, no Ubuntu rdma-core library beside DOCA's"
+    assert "ucx" in result["holds"] and not {"libucx0", "ucx-utils", "libibverbs1"} & set(result["holds"])
+
+
 def test_doca_asked_on_an_inbox_image_is_refused_naming_package_version_and_the_way_out():
     result = plan(JAMMY, **DOCA)
     (error,) = result["errors"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -312,6 +313,7 @@ def test_stock_settings_leave_ansible_defaults_and_the_users_host_key_checking(
     project.mkdir()
     (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = yes\n")
     monkeypatch.chdir(project)
+    interrupt = signal.getsignal(signal.SIGINT)
     run = runs.run_playbook(
         playbook,
         str(inventory),
@@ -323,6 +325,8 @@ def test_stock_settings_leave_ansible_defaults_and_the_users_host_key_checking(
     assert run.rc == 0
     seen = _messages(run, "Report the settings the run was given")
     assert seen == {"gpu-2": {"host_key_checking": "yes", "forks": "", "pipelining": "", "who": "nobody"}}
+    # ansible-runner's own SIGINT handler (which only sets its cancel flag) is gone after the run: Ctrl-C interrupts.
+    assert signal.getsignal(signal.SIGINT) is interrupt
     assert set(run.settings) == {
         "ANSIBLE_COLLECTIONS_PATH",
         "ANSIBLE_CALLBACK_PLUGINS",
