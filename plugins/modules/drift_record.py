@@ -68,8 +68,8 @@ options:
     default: {}
   keep:
     description:
-      - Roles whose entries stay as recorded (a run that C(--tags) or C(--skip-tags) narrowed: the roles of the plan
-        it did not run). A role also given in O(roles) is recorded anew; one not in the record stays absent.
+      - Roles whose entries stay as recorded, such as the roles of the plan that a run narrowed by C(--tags) or
+        C(--skip-tags) did not run. A role also given in O(roles) is recorded anew; one not in the record stays absent.
     type: list
     elements: str
     default: []

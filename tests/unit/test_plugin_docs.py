@@ -111,3 +111,22 @@ def test_ansible_doc_shows_each_filter_its_own_page(ansible_env: dict[str, str])
     assert result.returncode == 0, result.stderr
     shown = {fqcn.rsplit(".", 1)[-1]: page["doc"]["name"] for fqcn, page in json.loads(result.stdout).items()}
     assert shown == {name: name for name in EXPORTED}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        path for kind in ("modules", "lookup", "inventory", "action") for path in (REPO / "plugins" / kind).glob("*.py")
+    ),
+    ids=lambda path: f"{path.parent.name}/{path.name}",
+)
+def test_every_plugins_documentation_is_yaml(path: Path) -> None:
+    """DOCUMENTATION, EXAMPLES and RETURN parse (a ': ' in a plain scalar does not): ansible-doc and sanity read
+    them, and a broken one is otherwise found only by the sanity stage."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id in ("DOCUMENTATION", "EXAMPLES", "RETURN")
+            for target in node.targets
+        ):
+            # An inventory plugin's EXAMPLES may hold several files, one YAML document each.
+            list(yaml.safe_load_all(ast.literal_eval(node.value)))
