@@ -87,9 +87,9 @@ options:
         description:
           - The exact version (as C(apt-cache madison) lists it); empty for any.
           - A version with C(*) is a glob, matched against the whole version as APT matches the version of a pin in
-            its preferences; C(570.133.20-*) is any revision of upstream 570.133.20. It installs the newest version the repositories
-            offer that it matches, or keeps an installed version it matches (RV(resolved)); O(preferences) pins that
-            resolved version.
+            its preferences; C(570.133.20-*) is any revision of upstream 570.133.20. It installs the newest
+            version the repositories offer that it matches, or keeps an installed version it matches
+            (RV(resolved)); O(preferences) pins that resolved version.
         type: str
       hold:
         description: Hold the package (C(apt-mark hold)) so that upgrades cannot move it.

@@ -34,6 +34,21 @@ def test_status_of_a_lab_that_does_not_exist(gpufabric, tmp_path):
     assert_clean_error(result, "no lab 'gpufabric-labtest-none'", "`gpufabric lab up` creates a lab")
 
 
+def write_lab_json(directory, nodes):
+    """A lab.json of gpufabric-lab, baremetal/hgx-h100-ib-ndr, hosts gpufabric-lab-N on ports 40000+N."""
+    hosts = [{"name": f"gpufabric-lab-{n}", "port": 40000 + n} for n in range(1, nodes + 1)]
+    lab = {
+        "name": "gpufabric-lab",
+        "profile": "baremetal/hgx-h100-ib-ndr",
+        "nodes": nodes,
+        "image": local_lab.LAB_IMAGE,
+        "hosts": hosts,
+        "roles": ["fabric_facts"],
+        "left_out": {},
+    }
+    (directory / "lab.json").write_text(json.dumps(lab))
+
+
 def test_up_refuses_a_directory_that_is_not_a_lab(gpufabric, tmp_path):
     (tmp_path / "notes.txt").write_text("mine\n")
     result = gpufabric("lab", "up", "--dir", str(tmp_path))
@@ -41,16 +56,7 @@ def test_up_refuses_a_directory_that_is_not_a_lab(gpufabric, tmp_path):
 
 
 def test_up_refuses_another_profile_for_an_existing_lab(gpufabric, tmp_path):
-    existing = {
-        "name": "gpufabric-lab",
-        "profile": "baremetal/hgx-h100-ib-ndr",
-        "nodes": 1,
-        "image": local_lab.LAB_IMAGE,
-        "hosts": [{"name": "gpufabric-lab-1", "port": 40001}],
-        "roles": ["fabric_facts"],
-        "left_out": {},
-    }
-    (tmp_path / "lab.json").write_text(json.dumps(existing))
+    write_lab_json(tmp_path, nodes=1)
     result = gpufabric("lab", "up", "--dir", str(tmp_path))
     assert_clean_error(
         result,
@@ -119,16 +125,7 @@ def test_a_large_lab_raises_the_inotify_instance_limit_as_root_only(tmp_path, mo
 
 def test_status_json_gives_each_hosts_live_state(tmp_path, monkeypatch):
     """`lab status --json`: the lab and every host on stdout as JSON, exit 1 when a host is not running."""
-    lab = {
-        "name": "gpufabric-lab",
-        "profile": "baremetal/hgx-h100-ib-ndr",
-        "nodes": 2,
-        "image": local_lab.LAB_IMAGE,
-        "hosts": [{"name": "gpufabric-lab-1", "port": 40001}, {"name": "gpufabric-lab-2", "port": 40002}],
-        "roles": ["fabric_facts"],
-        "left_out": {},
-    }
-    (tmp_path / "lab.json").write_text(json.dumps(lab))
+    write_lab_json(tmp_path, nodes=2)
     states = {"gpufabric-lab-1": "running", "gpufabric-lab-2": "exited"}
     monkeypatch.setattr(local_lab, "container_state", states.__getitem__)
     monkeypatch.setattr(lab_host, "ssh_reachable", lambda directory, port: port == 40001)
