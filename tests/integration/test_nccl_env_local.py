@@ -15,19 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpufabric.collection import plugin_utils
-from tests.conftest import nccl_env_paths
+from tests.conftest import image_nic_names, nccl_env_paths, recorded_nic_names
 
 BIN = Path(sys.executable).parent
 catalog = plugin_utils("fabric_catalog").load_catalog()
 # This machine has no GPU NICs for the plan role to read: the names Google's Ubuntu images give the GCP profiles'
 # NICs (a test fixture, with its sources) fill the catalog's {nics.*} placeholders, as gpufabric_nic_names does.
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "nic_names.yml"
 UBUNTU_NAMES = {
-    profile: {group: images["ubuntu"][group] for group in ("gpu", "management") if group in images["ubuntu"]}
-    for profile, images in yaml.safe_load(FIXTURE.read_text(encoding="utf-8")).items()
+    profile: image_nic_names(profile, "ubuntu")
+    for profile, images in recorded_nic_names().items()
+    if "ubuntu" in images
 }
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
+from tests.conftest import image_nic_names, recorded_nic_names
 
 catalog = plugin_utils("fabric_catalog").load_catalog()
 fabric_plan = plugin_utils("fabric_plan")
@@ -25,14 +25,11 @@ fabric_nics = module_utils("fabric_nics")
 fabric_findings = module_utils("fabric_findings")
 nccl_env = module_utils("nccl_env")
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "nic_names.yml"
-IMAGES: dict[str, dict[str, Any]] = yaml.safe_load(FIXTURE.read_text(encoding="utf-8"))
+IMAGES = recorded_nic_names()
 CASES = [(profile, image) for profile, images in IMAGES.items() for image in images]
 
 
-def names_of(profile: str, image: str) -> dict[str, list[str]]:
-    entry = IMAGES[profile][image]
-    return {group: entry[group] for group in ("gpu", "management") if group in entry}
+names_of = image_nic_names
 
 
 def host(tmp_path: Path, profile: str, image: str | None, faults: Faults | None = None) -> dict[str, Any]:

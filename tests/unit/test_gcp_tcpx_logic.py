@@ -15,7 +15,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
-from tests.conftest import recorded_facts
+from tests.conftest import image_nic_names, recorded_facts
 
 tcpx = module_utils("gcp_tcpx")
 REPO = Path(__file__).resolve().parents[2]
@@ -27,13 +27,12 @@ DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
 
 
-# The names Container-Optimized OS (and net.ifnames=0) gives a3-high's NICs, those of the RxDM's a3vm preset; Google's
-# Ubuntu images give others (tests/fixtures/nic_names.yml). The plan role names them on the host (fabric_nics).
-COS_NAMES = {"management": ["eth0"], "gpu": ["eth1", "eth2", "eth3", "eth4"]}
-UBUNTU_NAMES = {"management": ["enp0s12"], "gpu": ["enp6s0", "enp12s0", "enp134s0", "enp140s0"]}
-
-
-def fabric(profile: str = "gcp/a3-highgpu-8g", names: dict | None = COS_NAMES) -> dict:
+def fabric(profile: str = "gcp/a3-highgpu-8g", image: str | None = "cos") -> dict:
+    """The plan the plan role hands gcp_tcpx on a host of ``image``, its NICs named as that image names them
+    (tests/fixtures/nic_names.yml; the plan role names them on the host, fabric_nics); None: a plan whose NICs no one
+    has named. Container-Optimized OS (and net.ifnames=0) gives the names of the RxDM's a3vm preset, eth0-eth4;
+    Google's Ubuntu images give others."""
+    names = image_nic_names(profile, image) if image else None
     hostvars = {"gpufabric_profile": profile, **({"gpufabric_nic_names": names} if names else {})}
     return plugin_utils("fabric_plan").plan_host(hostvars, CATALOG)
 
@@ -47,7 +46,7 @@ def settings(**overrides) -> dict:
 
 def plan(facts: dict | None = None, profile: str = "gcp/a3-highgpu-8g", **overrides) -> dict:
     tcpx_profile = profile in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
-    return tcpx.plan(settings(**overrides), fabric(profile, COS_NAMES if tcpx_profile else None), facts or DEBIAN12)
+    return tcpx.plan(settings(**overrides), fabric(profile, "cos" if tcpx_profile else None), facts or DEBIAN12)
 
 
 # ---------------------------------------------------------------- defaults and images
@@ -278,7 +277,7 @@ def test_a_topology_file_replaces_the_preset_and_is_mounted_read_only():
 
 
 def test_the_a3vm_preset_refuses_a_host_whose_nics_are_not_eth1_to_eth4():
-    ubuntu = fabric(names=UBUNTU_NAMES)  # Google's Ubuntu images
+    ubuntu = fabric(image="ubuntu")  # Google's Ubuntu images
     errors = tcpx.plan(settings(), ubuntu, DEBIAN12)["errors"]
     assert len(errors) == 1 and "hard-codes the GPU NICs eth1, eth2, eth3, eth4" in errors[0]
     assert "this host names them enp6s0, enp12s0, enp134s0, enp140s0" in errors[0]
@@ -289,7 +288,7 @@ def test_the_a3vm_preset_refuses_a_host_whose_nics_are_not_eth1_to_eth4():
 
 
 def test_a_plan_that_has_not_named_the_hosts_nics_is_refused():
-    errors = tcpx.plan(settings(), fabric(names=None), DEBIAN12)["errors"]
+    errors = tcpx.plan(settings(), fabric(image=None), DEBIAN12)["errors"]
     assert len(errors) == 1
     assert errors[0].startswith("the plan of profile 'gcp/a3-highgpu-8g' has not named this host's GPU NICs")
 

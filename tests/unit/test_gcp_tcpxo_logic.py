@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
-from tests.conftest import recorded_facts
+from tests.conftest import image_nic_names, recorded_facts
 
 tcpxo = module_utils("gcp_tcpxo")
 fabric_nics = module_utils("fabric_nics")
@@ -61,8 +61,8 @@ SETTINGS = {
 
 
 # a3-megagpu-8g's NICs as Google's Ubuntu images name them (tests/fixtures/nic_names.yml); the catalog names none.
-MEGA_GPU_NICS = ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"]
-MEGA_NAMES = {"management": ["enp0s12"], "gpu": MEGA_GPU_NICS}
+MEGA_NAMES = image_nic_names("gcp/a3-megagpu-8g", "ubuntu")
+MEGA_GPU_NICS = MEGA_NAMES["gpu"]
 
 
 def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
@@ -242,6 +242,16 @@ def test_nic_names_must_agree_with_the_env():
     plan["nics"]["gpu"]["interfaces"] = ["eth1"]
     errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
     assert any("the plan of gcp/a3-megagpu-8g names 1 of this host's 8 GPU NICs" in error for error in errors)
+
+
+def test_a_plan_that_has_not_named_the_hosts_nics_is_refused_once():
+    """The catalog names no NIC: a plan the plan role did not name them in still holds {nics.*} placeholders."""
+    unnamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g"}, catalog.load_catalog())
+    assert unnamed["nic_names"] is None and "{nics.gpu}" in unnamed["env"]["NCCL_FASTRAK_IFNAME"]
+    errors = tcpxo.plan(SETTINGS, unnamed, DEBIAN12)["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("the plan of profile 'gcp/a3-megagpu-8g' has not named this host's GPU NICs")
+    assert "gpufabric_nic_names" in errors[0]
 
 
 @pytest.mark.parametrize(
