@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufabric import simulated_sriov
 from gpufabric.collection import collections_path, plugin_utils
@@ -98,6 +99,19 @@ def recorded_facts(target: str, **more: object) -> dict[str, Any]:
     gathered = json.loads(recording.read_text(encoding="utf-8"))
     facts = {key.removeprefix("ansible_"): value for key, value in gathered.items() if key.startswith("ansible_")}
     return {"architecture": "x86_64", **facts, **more}
+
+
+def recorded_nic_names() -> dict[str, dict[str, dict[str, Any]]]:
+    """tests/fixtures/nic_names.yml: per catalog profile and image, the names the image gives the NIC groups."""
+    return yaml.safe_load((REPO / "tests" / "fixtures" / "nic_names.yml").read_text(encoding="utf-8"))
+
+
+def image_nic_names(profile: str, image: str) -> dict[str, list[str]]:
+    """The interface names ``image`` gives the NIC groups of catalog ``profile``, each in PCI order, as
+    tests/fixtures/nic_names.yml records them with their sources: {"gpu": [...], "management": [...]} (a group the
+    recording leaves out is absent). The catalog names no interface; these stand for a real host's names."""
+    names = recorded_nic_names()[profile][image]
+    return {group: list(names[group]) for group in ("gpu", "management") if group in names}
 
 
 def package_facts(installed: dict[str, str]) -> dict[str, list[dict[str, str]]]:

@@ -217,8 +217,9 @@ def networks(
             devices=_vf_devices(list(gpu_nics.get("pci_ids") or []), name),
             gpus=int(first["gpus"].get("count", 0)),
         )
-        # Per rail where the profile names its PF netdevs: a pool spanning all HCAs may hand one pod several VFs
-        # of the same PF (one rail), so a multi-rail pod asks for one VF from each rail's pool instead.
+        # Per rail where the plan names the host's PF netdevs (host var gpufabric_nic_names; the catalog has no
+        # names): a pool spanning all HCAs may hand one pod several VFs of the same PF (one rail), so a multi-rail
+        # pod asks for one VF from each rail's pool instead.
         interfaces = list(gpu_nics.get("interfaces") or [])
         per_rail = len(interfaces) == layout["nics"] and layout["nics"] > 1
         base_resource = "rdma_vf_" + slug.replace("-", "_")
@@ -539,9 +540,10 @@ def readme(
             add("- one resource and one network per rail (the profile names its PF netdevs), so a pod that asks for")
             add("  one VF of each rail gets one VF on every HCA:")
         else:
-            add("- one resource for all rails: the profile names no PF netdevs (`nics.gpu.interfaces`), so the")
+            add("- one resource for all rails: the plan names no PF netdevs (`nics.gpu.interfaces`), so the")
             add("  device plugin cannot tell the rails apart. A pod asking for several VFs may get two VFs of the")
-            add("  same HCA (one rail). Name the PFs in a catalog override (`--catalog`) to get one pool per rail.")
+            add("  same HCA (one rail). Name the PFs per host (host var `gpufabric_nic_names`, `gpu` in PCI order)")
+            add("  to get one pool per rail.")
         add("")
         add("| resource | network (NAD) | PF | whereabouts range |")
         add("|---|---|---|---|")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -109,7 +110,9 @@ def render(plan: dict[str, Any], console: Console) -> None:
     probed = any("probe" in host for host in plan["hosts"].values())
     if probed:
         table.add_column("hardware")
-    shared_env: dict[tuple[str, str], dict[str, str]] = {}
+    # One environment per (profile, tier), or per (profile, tier, hosts) where the hosts' NIC names differ (--probe).
+    shared_env: dict[tuple[str, str, str], dict[str, str]] = {}
+    env_hosts: dict[tuple[str, str, str], list[str]] = {}
     for name, host in plan["hosts"].items():
         roles = " ".join(f"{role}*" if role in host["roles_unavailable"] else role for role in host["roles"])
         unmanaged = host.get("unmanaged")
@@ -121,14 +124,19 @@ def render(plan: dict[str, Any], console: Console) -> None:
             row.append(_probe_cell(host.get("probe")))
         table.add_row(*(Text(cell) for cell in row), style=style)  # Text: inventory data is never markup
         if host["env"]:
-            shared_env[(host["profile"], host["tier"])] = host["env"]
+            env_key = (host["profile"], host["tier"], json.dumps(host["env"], sort_keys=True))
+            shared_env[env_key] = host["env"]
+            env_hosts.setdefault(env_key, []).append(name)
     console.print(table)
     _render_images(plan, console)
     _render_nvlink(plan, console)
     _render_sriov(plan, console)
     _render_supply(plan, console)
-    for (profile, tier), env in sorted(shared_env.items()):
-        console.print(f"\n[bold]{escape(profile)}[/bold] tier [bold]{escape(tier)}[/bold] environment:")
+    variants = Counter((profile, tier) for profile, tier, _env in shared_env)
+    for (profile, tier, shape), env in sorted(shared_env.items()):
+        hosts = env_hosts[(profile, tier, shape)]
+        which = f" ({', '.join(hosts)})" if variants[(profile, tier)] > 1 else ""
+        console.print(f"\n[bold]{escape(profile)}[/bold] tier [bold]{escape(tier)}[/bold] environment{escape(which)}:")
         for key, value in env.items():
             console.print(f"  {key}={value}", markup=False, highlight=False)
     for name, host in plan["hosts"].items():

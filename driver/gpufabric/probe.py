@@ -77,6 +77,16 @@ def probe_host(plan: dict[str, Any], hostvars: dict[str, Any], answer: dict[str,
         "findings": findings_module.findings(facts, profile) if profile else [],
         "summary": _summary(facts),
     }
+    if plan.get("nic_placeholders") and plan.get("nic_names") is None:
+        # The environment as the host's own NIC names make it (the plan role does the same on the host).
+        try:
+            named = module_utils("fabric_nics").resolve(plan, facts)
+        except ValueError as exc:
+            plan["probe"]["findings"].append(
+                {"severity": "error", "check": "nic_names", "subject": "env", "message": str(exc)}
+            )
+        else:
+            plan.update(env=named["env"], nics=named["nics"], nic_names=named["nic_names"])
 
 
 def _summary(facts: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,12 @@ How a profile becomes hardware:
 
 - GPUs sit two per PCIe switch; the first half of them on NUMA node 0, the rest on 1.
 - GPU-network NICs are dealt round-robin over those switches, so every GPU's switch has one.
-- NVSwitches and the management NIC each hang off their own root port (no switch).
+- NVSwitches and the management NICs each hang off their own root port (no switch), management first, so the
+  management NICs come first on the bus as GCP's control gVNIC does.
+- Interface names are an image's, never the catalog's (which has none): ``nic_names`` gives them per NIC group in
+  PCI order (tests/fixtures/nic_names.yml holds the real images' names, with their sources); without it, the
+  kernel's names: gVNICs ``eth0``, ``eth1``, ... in PCI order (as Container-Optimized OS or ``net.ifnames=0``),
+  an ENA ``ens5``, other management NICs ``eno1``, ConnectX netdevs by PCI path.
 - ``nics.gpu.kind`` picks the device: gVNIC netdevs; ConnectX RDMA devices with a
   RoCE or IPoIB netdev (virtual functions on GCP, as GCP passes them through);
   EFA RDMA devices without a netdev; plain ConnectX netdevs for ``ethernet``.
@@ -68,6 +73,10 @@ VERSION="12 (bookworm)"
 VERSION_CODENAME=bookworm
 ID=debian
 """
+# Management NICs the clouds' images leave at the kernel's names (eth0, ...): GCP's gVNIC on COS, Azure's
+# synthetic (VMBus) NIC beside its accelerated-networking VF, which has no PCI path to name it by, OCI's VNIC as
+# Oracle's images name it.
+KERNEL_NAMED_MANAGEMENT = ("gvnic", "accelnet", "vnic")
 SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 
@@ -89,11 +98,32 @@ class Faults:
     no_subnet_manager: bool = False
 
 
-def management_interface(profile: dict[str, Any]) -> str:
-    """Name of the simulated management netdev."""
+def management_interfaces(profile: dict[str, Any], nic_names: dict[str, list[str]] | None = None) -> list[str]:
+    """Names of the simulated management netdevs, in PCI order: ``nic_names["management"]``, else the kernel's."""
     management = profile["nics"]["management"]
-    default = {"gvnic": "eth0", "ena": "ens5"}.get(management["kind"], "eno1")
-    return str(management.get("interface") or default)
+    count = management.get("count", 1)
+    given = list((nic_names or {}).get("management") or [])
+    if given:
+        return given[:count]
+    if management["kind"] in KERNEL_NAMED_MANAGEMENT:
+        return [f"eth{index}" for index in range(count)]
+    first = {"ena": "ens5"}.get(management["kind"], "eno1")
+    return [first] + [f"{first}_{index}" for index in range(1, count)]
+
+
+def management_interface(profile: dict[str, Any], nic_names: dict[str, list[str]] | None = None) -> str:
+    """Name of the (first) simulated management netdev."""
+    return management_interfaces(profile, nic_names)[0]
+
+
+def check_nic_names(profile: dict[str, Any], nic_names: dict[str, list[str]] | None) -> None:
+    """Refuse names that do not fit the profile: a group it lacks, or another count than the group's."""
+    for group, names in (nic_names or {}).items():
+        if group not in profile["nics"]:
+            raise ValueError(f"nic_names: the profile has no NIC group {group!r}; accepted: gpu, management")
+        count = profile["nics"][group].get("count", 1)
+        if names and len(names) != count:
+            raise ValueError(f"nic_names[{group!r}]: {len(names)} names for {count} NICs")
 
 
 def rate_string(gbit_s: float, kind: str) -> str:
@@ -259,8 +289,10 @@ def _gpu_nic(
     numa: int,
     faults: Faults,
     sriov_totalvfs: int | None = None,
+    interface: str | None = None,
 ) -> None:
-    """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says.
+    """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says; ``interface``: its
+    netdev's name (None: the kernel's).
 
     ``sriov_totalvfs``: ConnectX physical functions (outside GCP) get SR-IOV files with that total; None: none.
     """
@@ -269,7 +301,7 @@ def _gpu_nic(
     parent, bus = slot
     address = f"0000:{bus:02x}:00.0"
     pci_id = (spec.get("pci_ids") or [None])[0]
-    interfaces, rdma_names = spec.get("interfaces") or [], spec.get("rdma_devices") or []
+    rdma_names = spec.get("rdma_devices") or []
     up = faults.nic_down != index
     speed_mbps = round(spec["speed_gbit_s"] * 1000)
     rate_gbit_s = spec["speed_gbit_s"]
@@ -292,7 +324,7 @@ def _gpu_nic(
     if kind == "gvnic":
         device = tree.pci_function(parent, address, pci_id or GVNIC_ID, ETHERNET_CLASS, numa, "gve")
         mtu = mtu_override or spec.get("mtu", 1500)
-        tree.netdev(device, name(interfaces, f"eth{index + 1}"), mtu, speed_mbps, up)
+        tree.netdev(device, interface or f"eth{index + 1}", mtu, speed_mbps, up)
     elif kind == "efa":
         device = tree.pci_function(parent, address, pci_id or EFA_ID, ETHERNET_CLASS, numa, "efa")
         rate = rate_string(rate_gbit_s, "efa")
@@ -300,7 +332,7 @@ def _gpu_nic(
     elif kind == "ethernet":
         device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core", sriov)
         mtu = mtu_override or spec.get("mtu", 1500)
-        tree.netdev(device, name(interfaces, f"enp{bus}s0np0"), mtu, speed_mbps, up)
+        tree.netdev(device, interface or f"enp{bus}s0np0", mtu, speed_mbps, up)
     else:  # connectx_ib, connectx_roce
         infiniband = kind == "connectx_ib"
         pci_class = INFINIBAND_CLASS if infiniband else ETHERNET_CLASS
@@ -314,10 +346,10 @@ def _gpu_nic(
             )
             tree.link(f"{device}/physfn", physical)
             tree.link(f"{physical}/virtfn0", device)
-            netdev = name(interfaces, f"enp{bus}s0f1")
+            netdev = interface or f"enp{bus}s0f1"
         else:
             device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, pci_class, numa, "mlx5_core", sriov)
-            netdev = name(interfaces, f"ibp{bus}s0" if infiniband else f"enp{bus}s0np0")
+            netdev = interface or (f"ibp{bus}s0" if infiniband else f"enp{bus}s0np0")
         mtu = mtu_override or spec.get("mtu", IPOIB_MTU if infiniband else 1500)
         tree.netdev(device, netdev, mtu, speed_mbps, up, infiniband=infiniband)
         link_layer = "InfiniBand" if infiniband else "Ethernet"
@@ -333,9 +365,9 @@ def _gpu_nic(
         )
 
 
-def _management_nic(tree: _Tree, profile: dict[str, Any]) -> None:
+def _management_nic(tree: _Tree, profile: dict[str, Any], name: str, index: int) -> None:
     management = profile["nics"]["management"]
-    kind, name = management["kind"], management_interface(profile)
+    kind = management["kind"]
     speed_mbps = round(management.get("speed_gbit_s", DEFAULT_MANAGEMENT_SPEED_GBIT_S) * 1000)
     parent, bus = tree.root_port(numa_node=0)
     address = f"0000:{bus:02x}:00.0"
@@ -350,12 +382,18 @@ def _management_nic(tree: _Tree, profile: dict[str, Any]) -> None:
         device = tree.pci_function(parent, address, CONNECTX_MANAGEMENT_ID, ETHERNET_CLASS, 0, "mlx5_core")
         tree.netdev(device, name, 1500, speed_mbps, up=True)
         tree.rdma_device(
-            device, "mlx5_an0", "Ethernet", rate_string(speed_mbps / 1000, "connectx"), True, name, subnet_manager=True
+            device,
+            f"mlx5_an{index}",
+            "Ethernet",
+            rate_string(speed_mbps / 1000, "connectx"),
+            True,
+            name,
+            subnet_manager=True,
         )
     else:
         # virtio-net: the netdev hangs below a virtio device inside the PCI function, as on real hosts.
         device = tree.pci_function(parent, address, VIRTIO_NET_ID, ETHERNET_CLASS, 0, "virtio-pci")
-        virtio = f"{device}/virtio0"
+        virtio = f"{device}/virtio{index}"
         tree.link(f"{virtio}/driver", "sys/bus/virtio/drivers/virtio_net")
         tree.netdev(virtio, name, 1500, speed_mbps, up=True)
 
@@ -415,15 +453,22 @@ def _check_faults(profile: dict[str, Any], faults: Faults) -> None:
 
 
 def write_tree(
-    profile: dict[str, Any], root: Path, faults: Faults | None = None, sriov_totalvfs: int | None = None
+    profile: dict[str, Any],
+    root: Path,
+    faults: Faults | None = None,
+    sriov_totalvfs: int | None = None,
+    nic_names: dict[str, list[str]] | None = None,
 ) -> Path:
     """Write the simulated tree for one validated catalog profile into ``root`` (absent or empty).
 
     ``sriov_totalvfs``: what ConnectX physical functions outside GCP report (0 = not SR-IOV capable); None:
     16 when the profile declares ``sriov``, else they have no SR-IOV files.
+    ``nic_names``: the interface names an image gives the NIC groups, {"gpu": [...], "management": [...]}, each in
+    PCI order (tests/fixtures/nic_names.yml); a group left out gets the kernel's names.
     """
     faults = faults or Faults()
     _check_faults(profile, faults)
+    check_nic_names(profile, nic_names)
     root = Path(root)
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty")
@@ -441,11 +486,15 @@ def write_tree(
         + (f"Faults: {changed}\n" if changed else ""),
     )
     _host(tree, loaded_modules(profile, faults))
-    _management_nic(tree, profile)
+    management = management_interfaces(profile, nic_names)
+    for index, management_name in enumerate(management):
+        _management_nic(tree, profile, management_name, index)
 
     gpu_count, nic_count = profile["gpu"]["count"], profile["nics"]["gpu"]["count"]
     gpu_id = profile["gpu"].get("pci_id", DEFAULT_GPU_ID)
     switches = math.ceil(gpu_count / 2)
+    # (NIC index, slot, NUMA node): written once every slot is known, so that names follow the order on the bus.
+    placed: list[tuple[int, tuple[str, int], int]] = []
     for switch in range(switches):
         gpus = [gpu for gpu in range(gpu_count) if gpu // 2 == switch]
         nics = [nic for nic in range(nic_count) if nic % switches == switch]
@@ -455,9 +504,17 @@ def write_tree(
         for gpu, (parent, bus) in zip(gpus, slots, strict=False):
             if gpu < gpu_count - faults.gpus_missing:
                 tree.pci_function(parent, f"0000:{bus:02x}:00.0", gpu_id, GPU_CLASS, numa, "nvidia")
-        for nic, slot in zip(nics, slots[len(gpus) :], strict=True):
-            if nic < nic_count - faults.nics_missing:
-                _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs)
+        placed += [(nic, slot, numa) for nic, slot in zip(nics, slots[len(gpus) :], strict=True)]
+    given = list((nic_names or {}).get("gpu") or [])
+    kind = profile["nics"]["gpu"]["kind"]
+    for rank, (nic, slot, numa) in enumerate(sorted(placed, key=lambda item: item[1][1])):
+        netdev: str | None = None  # None: the kernel's name by PCI path, or eth<index + 1>
+        if given:
+            netdev = given[rank]
+        elif kind == "gvnic" and profile["nics"]["management"]["kind"] == "gvnic":
+            netdev = f"eth{len(management) + rank}"  # the kernel's names: every gVNIC in PCI order, management first
+        if nic < nic_count - faults.nics_missing:
+            _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs, netdev)
 
     if profile["gpu"]["nvswitch"]:
         for _switch in range(NVSWITCHES):

@@ -44,6 +44,12 @@ def host_supply(
         )
     if host_plan.get("unmanaged"):
         return result
+    if host_plan.get("nic_placeholders") and host_plan.get("nic_names") is None:
+        # What a role installs does not depend on the NICs' names, which only the host knows (the plan role reads
+        # them): plan the roles with stand-in names, as if they had been read.
+        host_plan = module_utils("fabric_nics").resolve_with_names(
+            host_plan, module_utils("fabric_nics").stand_in_names(host_plan["hardware"]["nics"])
+        )
     roles = [role for role in host_plan.get("roles", []) if role not in host_plan.get("roles_unavailable", [])]
     for role in roles:
         settings_template = role_settings(role)

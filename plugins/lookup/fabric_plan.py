@@ -64,6 +64,13 @@ options:
         host NOT MANAGED).
     type: bool
     default: false
+  nic_names:
+    description:
+      - The host var C(gpufabric_nic_names), the names the host's image gives the profile's NICs, C(gpu) and
+        C(management) each a list in PCI order. Where given, the plan's environment placeholders (C({nics.gpu}),
+        ...) are filled from it; else the plan role fills them from the host's hardware (docs/catalog.md).
+    type: raw
+    default: null
   host:
     description: The host's inventory name, for the O(require_profile) error.
     type: str
@@ -80,7 +87,8 @@ RETURN = r"""
 _raw:
   description:
     - One plan dictionary, with the keys C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable), C(env),
-      C(gpus), C(nics), C(sriov), C(hardware), C(bandwidth), C(resolved_by), C(unmanaged) and C(warnings).
+      C(gpus), C(nics), C(sriov), C(hardware), C(bandwidth), C(nic_names), C(nic_placeholders), C(resolved_by),
+      C(unmanaged) and C(warnings).
   type: list
   elements: dict
 """
@@ -109,6 +117,7 @@ class LookupModule(LookupBase):
                 "gpufabric_cloud": self.get_option("cloud"),
                 "gpufabric_instance_type": self.get_option("instance_type"),
                 "gpufabric_managed": self.get_option("managed"),
+                "gpufabric_nic_names": self.get_option("nic_names"),
             }
             plan = self._plan(hostvars, catalog)
         except CatalogError as exc:
@@ -135,5 +144,9 @@ class LookupModule(LookupBase):
                 f"gpufabric_unknown_hosts_profile {fallback!r} is not in the fabric catalog;"
                 " `gpufabric catalog list` shows the accepted names."
             )
-        opted_in = {"gpufabric_profile": fallback, "gpufabric_managed": hostvars["gpufabric_managed"]}
+        opted_in = {
+            "gpufabric_profile": fallback,
+            "gpufabric_managed": hostvars["gpufabric_managed"],
+            "gpufabric_nic_names": hostvars["gpufabric_nic_names"],
+        }
         return plan_host(opted_in, catalog, tier=tier, tier_source="lookup option tier")

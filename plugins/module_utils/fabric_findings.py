@@ -29,6 +29,8 @@ REQUIRED_MODULES = {
 # What NVLSM needs on an NVLink-5 baseboard (HGX B200), whatever the fabric: fabric manager's prelaunch script finds
 # the bridges with mlx5_ib and NVLSM opens their /dev/infiniband/umad* (Fabric Manager User Guide, NVLSM section).
 NVLSM_MODULES = ("mlx5_ib", "ib_umad")
+# Management NIC kinds hw_facts identifies (by PCI id and driver): the others are found by no identity here.
+MANAGEMENT_KINDS = ("gvnic", "ena")
 
 
 def _finding(severity: str, check: str, subject: str, message: str) -> dict[str, str]:
@@ -95,24 +97,60 @@ def choose_rails(candidates: list[dict[str, Any]], facts: dict[str, Any], spec: 
     return selected
 
 
+def _pci_order(item: dict[str, Any]) -> tuple[int, str, str]:
+    """Order on the bus: by PCI address (a device without one last), then by name."""
+    address = item.get("pci_address")
+    return (0 if address else 1, address or "", item.get("name") or "")
+
+
+def _gpu_switches(facts: dict[str, Any]) -> set[str]:
+    return {gpu["pcie_switch"] for gpu in facts.get("gpus", []) if gpu.get("pcie_switch")}
+
+
+def management_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host's management NICs (``nics`` entries), by identity, in PCI order; [] where the kind says nothing.
+
+    A management NIC is a netdev of the management kind (``gvnic`` or ``ena``, as hw_facts tells them by PCI id and
+    driver) that is not on a GPU's PCIe switch, where that leaves the profile's count; else the first of that kind on
+    the bus. On GCP the control gVNIC is the first gVNIC on the bus (Google's images name it enp0s12 on A3 High and
+    Mega, enp0s19 on A3 Ultra and A4; COS names it eth0), the GPU gVNICs sit beside the GPUs.
+    """
+    spec = profile["nics"]["management"]
+    kind = spec["kind"]
+    if kind not in MANAGEMENT_KINDS:
+        return []
+    count = spec.get("count", 1)
+    candidates = sorted((nic for nic in facts.get("nics", []) if nic.get("kind") == kind), key=_pci_order)
+    switches = _gpu_switches(facts)
+    away = [nic for nic in candidates if nic.get("pcie_switch") not in switches]
+    return (away if len(away) >= count else candidates)[:count]
+
+
 def gpu_network(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
-    """The devices that make up the profile's GPU network, as found on the host.
+    """The devices that make up the profile's GPU network, as found on the host, in PCI order.
 
     Each item: {"name", "netdev" (a nics entry or None), "rdma" (an rdma_devices entry or None)}.
-    gVNIC fabrics are netdevs; ConnectX and EFA fabrics are RDMA devices (EFA has no netdev). ConnectX rails
-    are the profile's ``rdma_devices`` in its order where it names them, else ``choose_rails``.
+    gVNIC fabrics are netdevs, the gVNICs that are not the management NICs (``management_nics``), those on a GPU's
+    PCIe switch where that leaves the profile's count; never by name, which each image gives its own way.
+    ConnectX and EFA fabrics are RDMA devices (EFA has no netdev). ConnectX rails are the profile's
+    ``rdma_devices`` where it names them, else ``choose_rails``.
     """
     spec = profile["nics"]["gpu"]
     kind = spec["kind"]
-    management = profile["nics"]["management"].get("interface")
     netdevs = {nic["name"]: nic for nic in facts.get("nics", [])}
     if kind in ("gvnic", "ethernet"):
         wanted = "gvnic" if kind == "gvnic" else None
-        return [
-            {"name": nic["name"], "netdev": nic, "rdma": None}
+        management = {nic["name"] for nic in management_nics(facts, profile)}
+        candidates = [
+            nic
             for nic in facts.get("nics", [])
-            if nic["name"] != management and (wanted is None or nic.get("kind") == wanted)
+            if nic["name"] not in management and (wanted is None or nic.get("kind") == wanted)
         ]
+        switches = _gpu_switches(facts)
+        near = [nic for nic in candidates if nic.get("pcie_switch") in switches]
+        if len(near) >= spec["count"]:
+            candidates = near
+        return [{"name": nic["name"], "netdev": nic, "rdma": None} for nic in sorted(candidates, key=_pci_order)]
     if kind == "efa":
         selected = [dev for dev in facts.get("rdma_devices", []) if dev.get("kind") == "efa"]
     else:
@@ -179,10 +217,14 @@ def _check_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str
     found = gpu_network(facts, profile)
     out = []
     if len(found) < spec["count"]:
-        expected_names = spec.get("rdma_devices") or spec.get("interfaces") or []
+        # Only RDMA device names are the profile's; interface names are the image's (found: those the host has).
+        expected_names = spec.get("rdma_devices") or []
         seen = {item["name"] for item in found} | {item["netdev"]["name"] for item in found if item["netdev"]}
         missing = [name for name in expected_names if name not in seen]
-        detail = f"; missing: {', '.join(missing)}" if missing else ""
+        if missing:
+            detail = f"; missing: {', '.join(missing)}"
+        else:
+            detail = f"; found: {', '.join(item['name'] for item in found)}" if found else ""
         out.append(
             _finding(
                 "error",

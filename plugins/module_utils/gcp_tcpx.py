@@ -205,7 +205,7 @@ class GcpTcpxPlan(TypedDict):
     artifacts: list[supply_chain.Artifact]  # the images by digest: what `gpufabric plan` shows as fetched
     gpu_count: int
     devices: list[str]  # device nodes the RxDM gets
-    interfaces: list[str]  # the profile's GPU NICs
+    interfaces: list[str]  # the host's names of the profile's GPU NICs (the plan's nic_names), in PCI order
     mtu: int | None  # the profile's GPU-NIC MTU
     firewall_interfaces: list[str]
     iptables: str
@@ -307,12 +307,17 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
             errors.append(f"gcp_tcpx_plugin_link {plugin_link!r} must be an absolute path other than {PLUGIN_DIR}")
         if gpu_count < 1:
             errors.append(f"profile {profile!r} has no GPUs (gpu.count {gpu_count})")
-        if not topology and preset == "a3vm" and interfaces != A3VM_INTERFACES:
+        if host_plan.get("nic_names") is None:
+            errors.append(
+                f"the plan of profile {profile!r} has not named this host's GPU NICs (the plan role reads them with "
+                'fabric_facts; docs/catalog.md, "NICs by identity"); set gpufabric_nic_names for an image bake'
+            )
+        elif not topology and preset == "a3vm" and interfaces != A3VM_INTERFACES:
             errors.append(
                 f"gcp_tcpx_rxdm_gpu_nic_preset 'a3vm' hard-codes the GPU NICs {', '.join(A3VM_INTERFACES)} "
-                f"but profile {profile!r} names {interfaces}; boot the image with net.ifnames=0 "
-                "(eth0-eth4 as on Container-Optimized OS) or set gcp_tcpx_rxdm_gpu_nic_topology to a "
-                "GpuRxqConfigurationList textproto for these names"
+                f"but this host names them {', '.join(interfaces) or '(none)'} (as Google's Ubuntu images do); boot "
+                "the image with net.ifnames=0 (eth0-eth4 as on Container-Optimized OS) or set "
+                "gcp_tcpx_rxdm_gpu_nic_topology to a GpuRxqConfigurationList textproto for these names"
             )
         if not topology and not preset:
             errors.append("gcp_tcpx_rxdm_gpu_nic_preset is empty; accepted: a3vm, or a topology file instead")

@@ -299,7 +299,7 @@ class GcpTcpxoPlan(_Refused, total=False):
     """The plan; a host without a catalog profile gets only errors, warnings and profile."""
 
     distro: DistroPlan
-    interfaces: list[str]  # the profile's GPU NICs
+    interfaces: list[str]  # the host's names of the profile's GPU NICs (the plan's nic_names), in PCI order
     firewall_interfaces: list[str]  # the GPU NICs, then firewall_extra_interfaces (once each)
     mtu: int  # the GPU NICs' MTU to check (0: not checked)
     lib_dir: str  # the directory the catalog env loads the plugin from
@@ -358,18 +358,26 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     gpu_nics = nics.get("gpu") or {}
     interfaces = [str(name) for name in gpu_nics.get("interfaces") or []]
     count = int(gpu_nics.get("count") or 0)
-    if len(interfaces) != count:
+    named = host_plan.get("nic_names") is not None
+    if not named:
+        # The catalog names no interface: without the host's names the env still holds {nics.*} placeholders.
         errors.append(
-            f"the catalog profile {profile} names {len(interfaces)} GPU NIC interfaces for {count} GPU NICs; "
-            "gcp_tcpxo checks and opens the firewall on each by name (set nics.gpu.interfaces in a catalog file)"
+            f"the plan of profile {profile!r} has not named this host's GPU NICs (the plan role reads them with "
+            'fabric_facts; docs/catalog.md, "NICs by identity"); set gpufabric_nic_names for an image bake'
+        )
+    elif len(interfaces) != count:
+        errors.append(
+            f"the plan of {profile} names {len(interfaces)} of this host's {count} GPU NICs; gcp_tcpxo checks and "
+            "opens the firewall on each by name (the plan role names them from fabric_facts, by identity; "
+            "gpufabric_nic_names gives them for an image bake)"
         )
     fastrak = env.get("NCCL_FASTRAK_IFNAME")
-    if fastrak is not None and fastrak.split(",") != interfaces:
+    if named and fastrak is not None and fastrak.split(",") != interfaces:
         errors.append(
-            f"the catalog env of {profile} has NCCL_FASTRAK_IFNAME={fastrak} but the profile's GPU NICs are "
+            f"the catalog env of {profile} has NCCL_FASTRAK_IFNAME={fastrak} but this host's GPU NICs are "
             f"{','.join(interfaces) or '(none)'}; they must name the same interfaces in the same order"
         )
-    management = str((nics.get("management") or {}).get("interface") or "")
+    management = str(next(iter((nics.get("management") or {}).get("interfaces") or []), ""))
     ctrl = env.get("NCCL_FASTRAK_CTRL_DEV")
     if ctrl is not None and management and ctrl != management:
         errors.append(

@@ -32,6 +32,8 @@ import re
 from typing import Any, TypedDict
 
 NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# fabric_nics' placeholders ({nics.gpu}, ...): the plan role fills them; one left over is never written.
+NIC_PLACEHOLDER = re.compile(r"\{\s*nics[^{}]*\}")
 LIBRARY_PATH = "LD_LIBRARY_PATH"
 
 # One place for the limits each fabric needs; values in limits.conf(5) units (stack in KiB).
@@ -83,12 +85,21 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
     """The role's plan from its settings (``extra``: nccl_env_extra, ``path_variables``) and the host's plan
     (its ``env`` and ``fabric``); nothing of the facts is needed."""
     host = host_plan or {}
-    return split(
+    result = split(
         host.get("env") or {},
         settings.get("extra") or {},
         str(host.get("fabric") or ""),
         list(settings.get("path_variables") or []),
     )
+    merged = {**(host.get("env") or {}), **(settings.get("extra") or {})}
+    unresolved = [key for key, value in merged.items() if value is not None and NIC_PLACEHOLDER.search(str(value))]
+    if unresolved and not result["error"]:
+        result["error"] = (
+            f"{', '.join(unresolved)} of profile {host.get('profile')} name NICs by placeholder "
+            f"({', '.join(str(merged[key]) for key in unresolved)[:300]}) and the plan has not named this host's NICs "
+            "(the plan role reads them with fabric_facts; gpufabric_nic_names gives them for an image bake)"
+        )
+    return result
 
 
 def split(env: dict[str, Any], extra: dict[str, Any], fabric: str, path_variables: list[str]) -> EnvPlan:

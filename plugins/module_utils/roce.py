@@ -317,8 +317,8 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         devices = []
     include, exclude, source = device_patterns(devices, host_plan)
     nics = host_plan.get("nics") or {}
-    management = (nics.get("management") or {}).get("interface")
-    exclude_netdevs = [str(management)] if management else []
+    # The host's names of the management NICs (the plan's nic_names), where the plan has them.
+    exclude_netdevs = [str(name) for name in (nics.get("management") or {}).get("interfaces") or []]
     explicit = devices and not any(set(item) & set("*?[") for item in devices)
     expect_devices = len(devices) if explicit else int((nics.get("gpu") or {}).get("count") or 0)
 

@@ -49,7 +49,7 @@ except ImportError as exc:  # an execution environment built without requirement
 else:
     JSONSCHEMA_IMPORT_ERROR = None
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import host_tuning, nccl
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_nics, host_tuning, nccl
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.bounded_yaml import YAMLFileError, load_file
 
 BUILTIN_CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
@@ -83,8 +83,6 @@ KNOWN_ROLES = (
 # The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
 ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma", "nccl")
-# How a host's network interfaces are named: systemd's predictable names, or eth0, eth1, ... with net.ifnames=0.
-INTERFACE_NAMINGS = ("predictable", "net_ifnames_0")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
 OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "debian-13", "rhel-9")
 # A profile's CPU architecture, as Debian and the clouds name it (default amd64). Grace hosts (GB200, GB300) are
@@ -98,7 +96,6 @@ PCI_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 # Names that reach hosts unquoted (unit files, udev rules, shell word lists): letters, digits, '.', '_', '-'.
 INSTANCE_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PROFILE_NAME = re.compile(r"^[a-z]+/[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-NETDEV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$")  # a Linux interface name is at most 15 bytes
 RDMA_DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # NCCL reads /etc/nccl.conf lines into 1024-byte buffers: a longer value would be cut without a word.
 ENV_VALUE_MAX_BYTES = 1023
@@ -180,7 +177,6 @@ _POSITIVE_NUMBER = {
 }
 _BOOL = {"type": "boolean", "x-must": "must be true or false"}
 _INSTANCE_TYPE = _matches(INSTANCE_TYPE, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-_NETDEV = _matches(NETDEV, "an interface name: 1-15 letters, digits, '.', '_' or '-'")
 _RDMA_DEVICE = _matches(RDMA_DEVICE, "an RDMA device name: 1-64 letters, digits, '.', '_' or '-'")
 _PCI_ID = _must_match(PCI_ID, "must be a PCI vendor:device id such as '15b3:1021' (lowercase hex, quoted)")
 _ENV_NAME = _must_match(ENV_NAME, f"variable name {{value}} must match {ENV_NAME.pattern}")
@@ -218,17 +214,6 @@ def _check_tier_env_lengths(entry: dict[str, Any], path: str, source: str) -> No
                         f"{path}.tiers.{tier_name}.{key}",
                         f"{name} value is longer than {ENV_VALUE_MAX_BYTES} bytes, the most /etc/nccl.conf holds",
                     )
-
-
-def _check_net_ifnames_0(profile: dict[str, Any], path: str, source: str) -> None:
-    """A rename must be reversible: each interface gets its own name (JSON Schema has no unique values)."""
-    renames = profile.get("interface_naming", {}).get("net_ifnames_0", {})
-    if len(set(renames.values())) != len(renames):
-        raise CatalogError(
-            source,
-            f"{path}.interface_naming.net_ifnames_0",
-            "names one interface for two (each interface gets its own name)",
-        )
 
 
 THRESHOLD_SCHEMA = _mapping(
@@ -312,7 +297,6 @@ PROFILE_SCHEMA = _mapping(
                                 "kind": (_choice(NIC_KINDS), True),
                                 "mtu": (_int_min(576), False),
                                 "pci_ids": (_list_of(_PCI_ID), False),
-                                "interfaces": (_list_of(_NETDEV), False),
                                 "rdma_devices": (_list_of(_RDMA_DEVICE), False),
                             }
                         ),
@@ -322,7 +306,7 @@ PROFILE_SCHEMA = _mapping(
                         _mapping(
                             {
                                 "kind": (_TEXT, True),
-                                "interface": (_NETDEV, False),
+                                "count": (_int_min(1), False),  # default 1 (A3 Ultra, A4, A4X: two gVNICs)
                                 "speed_gbit_s": (_POSITIVE_NUMBER, False),
                             }
                         ),
@@ -332,26 +316,8 @@ PROFILE_SCHEMA = _mapping(
             ),
             True,
         ),
-        # The profile's interface names are systemd's predictable names, as the cloud's own images have them; an image
-        # booted with net.ifnames=0 has the kernel's names instead (eth0, eth1, ...): net_ifnames_0 maps each name the
-        # profile uses to that name, so both namings come from one place (with_net_ifnames_0 applies it).
-        "interface_naming": (
-            _mapping(
-                {
-                    "net_ifnames_0": (
-                        {
-                            "type": "object",
-                            "minProperties": 1,
-                            "x-must": "must be a non-empty mapping of interface name: interface name",
-                            "propertyNames": _NETDEV,
-                            "additionalProperties": _in_mapping(_NETDEV),
-                        },
-                        True,
-                    )
-                }
-            ),
-            False,
-        ),
+        # No interface names: each image names NICs its own way. The NIC groups are found by identity and env values
+        # name them through placeholders such as {nics.gpu} (module_utils/fabric_nics.py, docs/catalog.md).
         "architecture": (_choice(ARCHITECTURES), False),
         "fabric": (_choice(FABRICS), True),
         # Rack-scale NVLink (GB200/GB300 NVL72): the GPUs of one NVLink domain span several hosts, which IMEX joins.
@@ -597,58 +563,21 @@ def _check_host_tuning(profile: dict[str, Any], path: str, source: str) -> None:
         )
 
 
-def _check_interface_naming(profile: dict[str, Any], path: str, source: str) -> None:
-    """net_ifnames_0 renames every interface the profile names in nics, or a renamed profile would mix namings."""
-    if "interface_naming" not in profile:
-        return
-    renames = profile["interface_naming"]["net_ifnames_0"]
-    nics = profile["nics"]
-    named = [
-        *(nics["gpu"].get("interfaces") or []),
-        *([nics["management"]["interface"]] if "interface" in nics["management"] else []),
-    ]
-    missing = [name for name in named if name not in renames]
-    if missing:
-        raise CatalogError(
-            source,
-            f"{path}.interface_naming.net_ifnames_0",
-            f"gives no net.ifnames=0 name for {', '.join(missing)}; accepted: a name for every interface nics names",
-        )
-
-
-INTERFACE_TOKEN = re.compile(r"[A-Za-z0-9._-]+")
-
-
-def with_net_ifnames_0(name: str, profile: dict[str, Any]) -> dict[str, Any]:
-    """The resolved profile as on an image booted with net.ifnames=0: every interface name renamed.
-
-    Renames nics.gpu.interfaces, nics.management.interface and every name in the tiers' env and k8s_env
-    values (whole words only: "eth1:8-21;eth2:..." lists keep their shape). Raises ValueError, naming the
-    profile, when the profile gives no net.ifnames=0 names.
-    """
-    naming = profile.get("interface_naming")
-    if not naming:
-        raise ValueError(
-            f"catalog profile {name} gives no interface names for net.ifnames=0 (no interface_naming.net_ifnames_0); "
-            "accepted: a profile that has them, or a catalog override file that adds them"
-        )
-    renames: dict[str, str] = naming["net_ifnames_0"]
-
-    def rename(value: str) -> str:
-        return INTERFACE_TOKEN.sub(lambda word: renames.get(word.group(0), word.group(0)), value)
-
-    renamed = copy.deepcopy(profile)
-    del renamed["interface_naming"]  # it described the predictable names, which are gone
-    gpu, management = renamed["nics"]["gpu"], renamed["nics"]["management"]
-    if "interfaces" in gpu:
-        gpu["interfaces"] = [renames.get(interface, interface) for interface in gpu["interfaces"]]
-    if "interface" in management:
-        management["interface"] = renames.get(management["interface"], management["interface"])
-    for tier in renamed["tiers"].values():
-        for key in ("env", "k8s_env"):
-            if key in tier:
-                tier[key] = {var: None if value is None else rename(value) for var, value in tier[key].items()}
-    return renamed
+def _check_nic_placeholders(profile: dict[str, Any], path: str, source: str) -> None:
+    """Every {nics...} placeholder in a tier's env names a NIC group the host can name (fabric_nics). Pods have
+    their own names (the network attachment's), so k8s_env gives names or null, never a placeholder."""
+    for tier_name, tier in profile["tiers"].items():
+        for key, value in tier["env"].items():
+            errors = fabric_nics.placeholder_errors(str(value), profile["nics"])
+            if errors:
+                raise CatalogError(source, f"{path}.tiers.{tier_name}.env.{key}", "; ".join(errors))
+        for key, value in (tier.get("k8s_env") or {}).items():
+            if value is not None and fabric_nics.MAYBE_PLACEHOLDER.search(str(value)):
+                raise CatalogError(
+                    source,
+                    f"{path}.tiers.{tier_name}.k8s_env.{key}",
+                    f"value {value!r} names host NICs; accepted: the pod's interface names, or null to unset",
+                )
 
 
 def validate_profile(name: str, profile: Any, source: str) -> None:
@@ -670,18 +599,17 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         )
     for index, threshold in enumerate(profile["bandwidth"]["thresholds"]):
         _check_threshold(threshold, f"{path}.bandwidth.thresholds[{index}]", source)
-    _check_net_ifnames_0(profile, path, source)
     _check_nvlink(profile, path, source)
     _check_nccl(profile, path, source)
     for section in ROLE_SECTIONS:
         _check_role_section(profile, section, path, source)
     _check_sriov(profile, path, source)
     _check_host_tuning(profile, path, source)
-    _check_interface_naming(profile, path, source)
     for tier in profile["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}
         if "k8s_env" in tier:
             tier["k8s_env"] = {key: None if value is None else str(value) for key, value in tier["k8s_env"].items()}
+    _check_nic_placeholders(profile, path, source)
 
 
 # ---------------------------------------------------------------------------
@@ -695,9 +623,6 @@ IMAGE_SCHEMA = _mapping(
         "reference": (_TEXT, True),
         "os": (_choice(OS_NAMES), True),
         "adopt": (_list_of(_choice(ADOPTING_ROLES)), True),
-        # How the image names network interfaces: systemd's predictable names (the default) or, booted with
-        # net.ifnames=0, eth0, eth1, ... (the profiles' interface_naming.net_ifnames_0 maps one to the other).
-        "interface_naming": (_choice(INTERFACE_NAMINGS), False),
         "sources": (_list_of(_TEXT), False),
     }
 )

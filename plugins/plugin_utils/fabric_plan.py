@@ -14,16 +14,14 @@ from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import nccl, sriov
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_nics, nccl, sriov
 from ansible_collections.gpufabric.cluster.plugins.module_utils.nccl_tests_run import tier_thresholds
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CLOUDS,
     DEFAULT_ARCHITECTURE,
-    INTERFACE_NAMINGS,
     TIERS,
     Catalog,
     hosts_per_domain,
-    with_net_ifnames_0,
 )
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -52,7 +50,6 @@ TEXT_VARS = {
     "gpufabric_instance_type": "the cloud's name of the instance type, such as p5.48xlarge",
     "gpufabric_tier": f"one of {', '.join(TIERS)}",
     "gpufabric_image": "a catalog image name such as gcp/ubuntu-accelerator-2204-amd64-with-nvidia-570",
-    "gpufabric_interface_naming": f"one of {', '.join(INTERFACE_NAMINGS)}",
     "gpufabric_nvlink_domain": "the id of the NVLink domain (NVL72 rack) the host belongs to",
 }
 _KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a mapping"}
@@ -105,22 +102,17 @@ def host_image(hostvars: dict[str, Any], catalog: Catalog) -> dict[str, Any] | N
         "reference": image["reference"],
         "os": image["os"],
         "adopt": list(image["adopt"]),
-        "interface_naming": image.get("interface_naming", "predictable"),
     }
 
 
-def interface_naming(hostvars: dict[str, Any], image: dict[str, Any] | None) -> tuple[str, str]:
-    """(how the host names its interfaces, where that was said): the host var gpufabric_interface_naming, else the
-    image's interface_naming, else systemd's predictable names."""
-    given = hostvars.get("gpufabric_interface_naming")
-    if given is not None:
-        if given not in INTERFACE_NAMINGS:
-            accepted = ", ".join(INTERFACE_NAMINGS)
-            raise PlanError(f"host var gpufabric_interface_naming {given!r} is not accepted; accepted: {accepted}")
-        return given, "host var gpufabric_interface_naming"
-    if image is not None and image.get("interface_naming"):
-        return image["interface_naming"], f"image {image['name']}"
-    return "predictable", "default"
+def check_no_interface_naming(hostvars: dict[str, Any]) -> None:
+    """The host var gpufabric_interface_naming is gone: a host's NIC names are read from the host (fabric_nics)."""
+    if hostvars.get("gpufabric_interface_naming") is not None:
+        raise PlanError(
+            f"host var gpufabric_interface_naming {hostvars['gpufabric_interface_naming']!r} is no longer read: "
+            'the plan takes a host\'s NIC names from the host itself (docs/catalog.md, "NICs by identity"); '
+            "remove it"
+        )
 
 
 def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any]:
@@ -142,9 +134,14 @@ def sriov_layout(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str,
         "vfs": per_nic * count,
         "link_type": "infiniband" if nics["kind"] == "connectx_ib" else "ethernet",
         # By name where the inventory or the profile names them; else the role selects the profile's NICs by PCI id.
-        "physical_functions": chosen or list(nics.get("rdma_devices") or nics.get("interfaces") or []),
+        "physical_functions": chosen or list(nics.get("rdma_devices") or []),
         "address_scheme": settings["address_scheme"],
     }
+
+
+def nic_placeholders(env: dict[str, Any]) -> list[str]:
+    """The variables of the tier's env whose values name NICs through placeholders: what the host's names fill."""
+    return fabric_nics.symbolic(env)
 
 
 def nvlink_plan(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, Any] | None:
@@ -223,6 +220,7 @@ def plan_host(
 ) -> dict[str, Any]:
     """The plan for one host. ``tier`` (named by ``tier_source``) beats the host var."""
     check_host_vars(hostvars)
+    check_no_interface_naming(hostvars)
     if tier is None:
         given = hostvars.get("gpufabric_tier")
         tier = check_tier(DEFAULT_TIER if given is None else given, "host var gpufabric_tier")
@@ -246,7 +244,8 @@ def plan_host(
             "hardware": {},
             "bandwidth": {},
             "image": image,
-            "interface_naming": interface_naming(hostvars, image)[0],
+            "nic_names": None,
+            "nic_placeholders": [],
             "architecture": None,
             "nvlink": None,
             "nccl": None,
@@ -256,13 +255,6 @@ def plan_host(
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
         }
     profile = catalog.profiles[name]
-    naming, naming_from = interface_naming(hostvars, image)
-    if naming == "net_ifnames_0":
-        # Every interface name the plan hands on (NICs, env, the hardware fabric_findings checks) as such a host has it.
-        try:
-            profile = with_net_ifnames_0(name, profile)
-        except ValueError as exc:
-            raise PlanError(f"{naming_from} says net_ifnames_0, but {exc}") from None
     roles = list(profile["tiers"][tier]["roles"])
     unavailable = [role for role in roles if role not in present]
     warnings = []
@@ -275,7 +267,7 @@ def plan_host(
             f"host var gpufabric_nvlink_domain {hostvars['gpufabric_nvlink_domain']!r} is set, but profile {name} "
             "has no multi-node NVLink; the domain is ignored"
         )
-    return {
+    plan = {
         "profile": name,
         "fabric": profile["fabric"],
         "tier": tier,
@@ -293,7 +285,10 @@ def plan_host(
         "bandwidth": tier_bandwidth(profile, tier),
         # The image the host boots (gpufabric_image): the host-stack roles it names adopt its stack.
         "image": image,
-        "interface_naming": naming,
+        # The names the host gives its NICs (fabric_nics.resolve, from fabric_facts): None until read. Until then
+        # env values that name NICs hold placeholders such as {nics.gpu} (docs/catalog.md, "NICs by identity").
+        "nic_names": None,
+        "nic_placeholders": nic_placeholders(profile["tiers"][tier]["env"]),
         "architecture": profile.get("architecture", DEFAULT_ARCHITECTURE),
         "nvlink": nvlink_plan(profile, hostvars),
         # What the nccl role installs and holds, or the oldest NCCL it adopts (docs/catalog.md, "NCCL").
@@ -304,3 +299,16 @@ def plan_host(
         "unmanaged": not_managed,
         "warnings": warnings,
     }
+    names = hostvars.get("gpufabric_nic_names")
+    if names is not None:
+        # The names an image gives the NICs, said by the inventory (an image bake on a builder without them).
+        if not isinstance(names, dict):
+            raise PlanError(
+                f"host var gpufabric_nic_names {names!r} is not accepted; accepted: a mapping of gpu and management "
+                "to lists of interface names, each in PCI order"
+            )
+        try:
+            plan = fabric_nics.resolve_with_names(plan, names)
+        except ValueError as exc:
+            raise PlanError(f"host var {exc}" if str(exc).startswith("gpufabric_nic_names") else str(exc)) from None
+    return plan

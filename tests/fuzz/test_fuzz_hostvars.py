@@ -38,10 +38,14 @@ def inventory(**variables: Any) -> Callable[[Path], None]:
 
 
 def per_rail_catalog(tmp: Path) -> None:
-    """The SR-IOV profile with its PF netdevs named, so k8s manifests splits the range into 8 rails."""
-    inventory()(tmp)
-    override = {"profiles": {SRIOV: {"nics": {"gpu": {"interfaces": [f"ibp{n}s0" for n in range(8)]}}}}}
-    (tmp / "rails.yml").write_text(yaml.safe_dump(override), encoding="utf-8")
+    """The SR-IOV hosts with their PF netdevs named (gpufabric_nic_names: the catalog names none), so k8s manifests
+    splits the range into 8 rails."""
+    rails = {"gpufabric_nic_names": {"gpu": [f"ibp{n}s0" for n in range(8)]}}
+    hosts = {
+        "gpu-0": {"ansible_connection": "local", "gpufabric_profile": SRIOV, **rails},
+        "gpu-1": {"ansible_connection": "local", "gpufabric_profile": SRIOV, **rails},
+    }
+    (tmp / INVENTORY).write_text(yaml.safe_dump({"all": {"hosts": hosts}}), encoding="utf-8")
 
 
 # (case id, host vars of gpu-1, text the error must carry after "host gpu-1: host var ")
@@ -126,7 +130,7 @@ CASES = [
     ),
     Case(
         "k8s-rail-range-too-small",
-        (*MANIFESTS, "--catalog", "rails.yml", "--ipam-range", "10.0.0.0/26"),
+        (*MANIFESTS, "--ipam-range", "10.0.0.0/26"),
         exit_code=0,
         error_line=False,
         setup=per_rail_catalog,

@@ -17,10 +17,23 @@ from pathlib import Path
 import pytest
 
 from gpufabric.collection import plugin_utils
-from tests.conftest import nccl_env_paths
+from tests.conftest import image_nic_names, nccl_env_paths, recorded_nic_names
 
 BIN = Path(sys.executable).parent
 catalog = plugin_utils("fabric_catalog").load_catalog()
+# This machine has no GPU NICs for the plan role to read: the names Google's Ubuntu images give the GCP profiles'
+# NICs (a test fixture, with its sources) fill the catalog's {nics.*} placeholders, as gpufabric_nic_names does.
+UBUNTU_NAMES = {
+    profile: image_nic_names(profile, "ubuntu")
+    for profile, images in recorded_nic_names().items()
+    if "ubuntu" in images
+}
+
+
+def expected_env(profile: str, tier: str = "best") -> dict[str, str]:
+    """The env the plan hands nccl_env on a host with Google's Ubuntu names."""
+    hostvars = {"gpufabric_profile": profile, "gpufabric_nic_names": UBUNTU_NAMES[profile]}
+    return plugin_utils("fabric_plan").plan_host(hostvars, catalog, tier=tier)["env"]
 
 
 def playbook(tmp_path: Path, ansible_env, body: str, *args: str, inventory: str | None = None):
@@ -49,6 +62,7 @@ def role_play(tmp_path: Path, profile: str, tier: str = "best", extra: str = "{}
   vars:
     gpufabric_profile: {profile}
     gpufabric_tier: {tier}
+    gpufabric_nic_names: {json.dumps(UBUNTU_NAMES.get(profile, {}))}
   roles:
     - role: gpufabric.cluster.nccl_env
       nccl_env_extra: {extra}
@@ -80,7 +94,8 @@ def sourced_env(script: Path) -> dict[str, str]:
 
 
 def test_role_writes_profile_env_idempotently_and_removes_stale_keys(tmp_path, ansible_env):
-    expected = catalog.get("gcp/a3-ultragpu-8g")["tiers"]["best"]["env"]
+    expected = expected_env("gcp/a3-ultragpu-8g")
+    assert expected["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20"
     (tmp_path / "nccl.conf").write_text("NCCL_STALE_FROM_LAST_PROFILE=1\n", encoding="utf-8")
 
     check = playbook(tmp_path, ansible_env, role_play(tmp_path, "gcp/a3-ultragpu-8g"), "--check", "--diff")
@@ -162,7 +177,11 @@ def site(repo, tmp_path, ansible_env):
     def run(*extra: str):
         inventory = tmp_path / "site-hosts"
         inventory.write_text(SITE_INVENTORY.format(python=sys.executable), encoding="utf-8")
-        variables = {**nccl_env_paths(tmp_path), "gpufabric_catalog_files": [str(override)]}
+        variables = {
+            **nccl_env_paths(tmp_path),
+            "gpufabric_catalog_files": [str(override)],
+            "gpufabric_nic_names": UBUNTU_NAMES["gcp/a3-megagpu-8g"],
+        }
         return subprocess.run(
             [
                 str(BIN / "ansible-playbook"),

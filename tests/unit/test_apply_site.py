@@ -52,6 +52,12 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                 "ansible_connection": "local",
                 "ansible_python_interpreter": sys.executable,
                 "gpufabric_catalog_files": [str(override)],
+                # This machine has no gVNICs for the plan role to read: the names Google's Ubuntu images give
+                # a3-mega's (tests/fixtures/nic_names.yml) fill the catalog's {nics.*} placeholders.
+                "gpufabric_nic_names": {
+                    "management": ["enp0s12"],
+                    "gpu": ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"],
+                },
             },
         }
     }

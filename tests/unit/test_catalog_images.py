@@ -91,7 +91,6 @@ def test_the_plan_carries_the_hosts_image(catalog):
         "reference": catalog.images[GCP_2204]["reference"],
         "os": "ubuntu-22.04",
         "adopt": ["nvidia_driver"],
-        "interface_naming": "predictable",
     }
     assert fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g"}, catalog)["image"] is None
     assert fabric_plan.plan_host({"gpufabric_image": GCP_2204}, catalog)["image"]["os"] == "ubuntu-22.04"
@@ -162,44 +161,51 @@ def test_the_plan_says_in_one_line_what_a_role_adopts_and_installs():
     assert adoption_line({**unknown, "known": True, "missing": ["nvidia-open"]}).endswith("installs nvidia-open")
 
 
-def test_a_host_booted_with_net_ifnames_0_gets_the_eth_names_everywhere_in_its_plan(catalog):
+def test_the_inventory_can_give_the_images_nic_names_and_they_reach_everything_in_the_plan(catalog):
+    """gpufabric_nic_names: an image bake on a builder without the NICs says which names the image gives them."""
     mega = {"gpufabric_profile": "gcp/a3-megagpu-8g"}
-    predictable = fabric_plan.plan_host(mega, catalog)
-    assert predictable["interface_naming"] == "predictable"
-    assert predictable["nics"]["management"]["interface"] == "enp0s12"
-    plan = fabric_plan.plan_host({**mega, "gpufabric_interface_naming": "net_ifnames_0"}, catalog)
-    assert plan["interface_naming"] == "net_ifnames_0"
-    assert plan["nics"]["gpu"]["interfaces"] == [f"eth{n}" for n in range(1, 9)]
-    assert plan["hardware"]["nics"]["management"]["interface"] == "eth0"  # what fabric_findings checks the host for
-    assert plan["env"]["NCCL_SOCKET_IFNAME"] == "eth0"
-    assert not any("enp" in value for value in plan["env"].values())
-
-
-def test_an_image_says_how_it_names_interfaces_and_the_host_var_wins(tmp_path):
-    golden = {**IMAGE, "interface_naming": "net_ifnames_0"}
-    catalog = fabric_catalog.load_catalog([site_file(tmp_path, {"site/cos": golden})])
-    host = {"gpufabric_profile": "gcp/a3-megagpu-8g", "gpufabric_image": "site/cos"}
-    assert fabric_plan.plan_host(host, catalog)["nics"]["management"]["interface"] == "eth0"
-    host["gpufabric_interface_naming"] = "predictable"
-    assert fabric_plan.plan_host(host, catalog)["nics"]["management"]["interface"] == "enp0s12"
+    symbolic = fabric_plan.plan_host(mega, catalog)
+    assert symbolic["nic_names"] is None
+    assert symbolic["env"]["NCCL_SOCKET_IFNAME"] == "{nics.management}"
+    assert symbolic["nic_placeholders"] == ["NCCL_FASTRAK_CTRL_DEV", "NCCL_FASTRAK_IFNAME", "NCCL_SOCKET_IFNAME"]
+    cos = {"management": ["eth0"], "gpu": [f"eth{n}" for n in range(1, 9)]}
+    plan = fabric_plan.plan_host({**mega, "gpufabric_nic_names": cos}, catalog)
+    assert plan["nic_names"] == cos
+    assert plan["nics"]["gpu"]["interfaces"] == cos["gpu"]
+    assert plan["nics"]["management"]["interfaces"] == ["eth0"]
+    assert (plan["env"]["NCCL_SOCKET_IFNAME"], plan["env"]["NCCL_FASTRAK_CTRL_DEV"]) == ("eth0", "eth0")
+    assert plan["env"]["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    assert list(plan["env"]) == list(symbolic["env"])  # nccl.conf order kept
 
 
 @pytest.mark.parametrize(
     ("hostvars", "says"),
     [
         (
-            {"gpufabric_interface_naming": "eth"},
-            "gpufabric_interface_naming 'eth' is not accepted; accepted: predictable",
+            {"gpufabric_interface_naming": "net_ifnames_0"},
+            "host var gpufabric_interface_naming 'net_ifnames_0' is no longer read",
         ),
         (
-            {"gpufabric_profile": "gcp/a3-highgpu-8g", "gpufabric_interface_naming": "net_ifnames_0"},
-            "host var gpufabric_interface_naming says net_ifnames_0, but catalog profile gcp/a3-highgpu-8g gives no",
+            {"gpufabric_nic_names": {"gpu": ["eth1"], "management": ["eth0"]}},
+            "profile gcp/a3-megagpu-8g: NCCL_FASTRAK_IFNAME needs {nics.gpu}, but gpufabric_nic_names gives "
+            "1 of 8 gpu NICs (gvnic): eth1; 1 of 1 management NICs (gvnic): eth0",
         ),
+        (
+            {"gpufabric_nic_names": {"gpu": ["eth 1"]}},
+            "host var gpufabric_nic_names.gpu ['eth 1'] is not accepted; accepted: a list of interface names",
+        ),
+        ({"gpufabric_nic_names": ["eth0"]}, "host var gpufabric_nic_names ['eth0'] is not accepted"),
     ],
 )
-def test_a_naming_the_profile_cannot_follow_is_refused(catalog, hostvars, says):
+def test_nic_names_the_profile_cannot_take_are_refused(catalog, hostvars, says):
     with pytest.raises(fabric_plan.PlanError, match=re.escape(says)):
         fabric_plan.plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g", **hostvars}, catalog)
+
+
+def test_an_image_says_nothing_of_interface_names(tmp_path):
+    """Images no longer carry interface_naming: the names are read from the host (fabric_nics)."""
+    with pytest.raises(fabric_catalog.CatalogError, match="interface_naming: unknown key"):
+        fabric_catalog.load_catalog([site_file(tmp_path, {"site/cos": {**IMAGE, "interface_naming": "net_ifnames_0"}})])
 
 
 CANONICAL_570 = "570.195.03-0ubuntu0.22.04.2"  # the TEST-DOUBLE image's set (tests/fixtures/images/)

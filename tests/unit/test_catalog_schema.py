@@ -49,7 +49,7 @@ def error_of(tmp_path: Path, text: str) -> CatalogError:
         pytest.param(
             MEGA + "    nics: {gpu: {colour: red}}\n",
             "profiles.gcp/a3-megagpu-8g.nics.gpu.colour",
-            "unknown key; accepted: count, speed_gbit_s, kind, mtu, pci_ids, interfaces, rdma_devices",
+            "unknown key; accepted: count, speed_gbit_s, kind, mtu, pci_ids, rdma_devices",
             id="unknown-key",
         ),
         pytest.param(

@@ -68,13 +68,17 @@ def test_bad_option_before_anything_is_read(gpufabric, tmp_path):
     assert not out.exists()
 
 
-def test_catalog_override_naming_pfs_gives_rails(gpufabric, tmp_path):
-    override = tmp_path / "site.yml"
-    override.write_text(
-        yaml.safe_dump({"profiles": {"baremetal/hgx-h100-ib-ndr-sriov": {"nics": {"gpu": {"interfaces": RAILS}}}}})
-    )
+def test_host_var_naming_pfs_gives_rails(gpufabric, tmp_path):
+    """The catalog names no interface: the hosts' PF netdevs come from the host var gpufabric_nic_names."""
+    hosts = {
+        name: {"ansible_connection": "local", "gpufabric_profile": "baremetal/hgx-h100-ib-ndr-sriov"}
+        | {"gpufabric_nic_names": {"gpu": RAILS}}
+        for name in ("node-0", "node-1")
+    }
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     out = tmp_path / "manifests"
-    args = ("k8s", "manifests", "-i", LAB, "-o", str(out), "--catalog", str(override), "--ipam-range", "10.8.0.0/16")
+    args = ("k8s", "manifests", "-i", str(inventory), "-o", str(out), "--ipam-range", "10.8.0.0/16")
     result = gpufabric(*args, "--resource-prefix", "example.org", "--namespace", "ml", "--json")
     assert result.returncode == 0, result.stderr
     # --json: what was written, on stdout as JSON; the progress lines went to stderr.

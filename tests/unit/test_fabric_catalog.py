@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,9 @@ def test_standard_tier_is_plain_tcp(builtin):
 def test_megagpu_env_carries_the_guest_config_checker_settings(builtin):
     env = builtin.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
     assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"
-    # Google's images name the NICs by PCI path (cluster-toolkit a3-megagpu-8g/nccl-tests/run-nccl-tests.sh) ...
-    assert env["NCCL_FASTRAK_IFNAME"] == "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"
+    # The host's names, by identity (Google's Ubuntu images: enp6s0,...; tests/unit/test_fabric_nics.py) ...
+    assert env["NCCL_FASTRAK_IFNAME"] == "{nics.gpu}"
+    assert env["NCCL_FASTRAK_CTRL_DEV"] == env["NCCL_SOCKET_IFNAME"] == "{nics.management}"
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
     assert "NCCL_ALGO" not in env
     # ... GKE's Container-Optimized OS nodes by the kernel's eth names.
@@ -109,7 +111,7 @@ profiles:
     gpu: {model: L4, count: 1, nvswitch: false}
     nics:
       gpu: {count: 0, speed_gbit_s: 25, kind: ethernet}
-      management: {kind: ethernet, interface: eno1}
+      management: {kind: ethernet}
     fabric: none
     tiers:
       best: {roles: [nccl_env], env: {NCCL_SOCKET_IFNAME: eno1}}
@@ -126,7 +128,7 @@ profiles:
     env = catalog.get("gcp/a3-megagpu-8g")["tiers"]["best"]["env"]
     assert env["NCCL_DEBUG"] == "INFO"
     assert "NCCL_DEBUG_SUBSYS" not in env
-    assert env["NCCL_FASTRAK_CTRL_DEV"] == "enp0s12"  # untouched keys survive the merge
+    assert env["NCCL_FASTRAK_CTRL_DEV"] == "{nics.management}"  # untouched keys survive the merge
     assert catalog.origins["gcp/a3-megagpu-8g"] == str(override)
     assert catalog.find("baremetal", "lab-1node") == "baremetal/lab-1node"
     assert catalog.get("baremetal/lab-1node")["tiers"]["standard"]["env"]["NCCL_SOCKET_NTHREADS"] == "4"
@@ -223,20 +225,43 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "profiles.aws/p5.48xlarge.host_tuning.nic_pci_write_ordering",
             "is ConnectX firmware (mstconfig), but nics.gpu.kind is 'efa'",
         ),
+        # Issue 41: no interface names in the catalog; env values name NICs through placeholders the host fills.
         (
-            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp192s20: eth0}}\n",
-            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
-            "names one interface for two (each interface gets its own name)",
+            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp0s19: eth0}}\n",
+            "profiles.gcp/a3-ultragpu-8g.interface_naming",
+            "unknown key",
         ),
         (
             "profiles:\n  gcp/a3-ultragpu-8g:\n    nics: {management: {interface: enp0s9}}\n",
-            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
-            "gives no net.ifnames=0 name for enp0s9; accepted: a name for every interface nics names",
+            "profiles.gcp/a3-ultragpu-8g.nics.management.interface",
+            "unknown key; accepted: kind, count, speed_gbit_s",
         ),
         (
-            "profiles:\n  gcp/a3-ultragpu-8g:\n    interface_naming: {net_ifnames_0: {enp0s19: 'eth 0'}}\n",
-            "profiles.gcp/a3-ultragpu-8g.interface_naming.net_ifnames_0",
-            "'eth 0' is not accepted; accepted: an interface name",
+            "profiles:\n  gcp/a3-highgpu-8g:\n    tiers: {best: {env: {X_NIC: '{nics.gpu[4]}'}}}\n",
+            "profiles.gcp/a3-highgpu-8g.tiers.best.env.X_NIC",
+            "placeholder {nics.gpu[4]}: nics.gpu has 4 NICs (count)",
+        ),
+        (
+            "profiles:\n  gcp/a3-highgpu-8g:\n    tiers: {best: {env: {X_NIC: '{nics.rdma}'}}}\n",
+            "profiles.gcp/a3-highgpu-8g.tiers.best.env.X_NIC",
+            "placeholder {nics.rdma} is not accepted; accepted: {nics.gpu}, {nics.gpu[N]}",
+        ),
+        (
+            "profiles:\n  aws/p5.48xlarge:\n    tiers: {best: {env: {X_NIC: '{nics.gpu}'}}}\n",
+            "profiles.aws/p5.48xlarge.tiers.best.env.X_NIC",
+            "placeholder {nics.gpu}: efa NICs have no interface names",
+        ),
+        (
+            "profiles:\n  azure/Standard_ND96isr_H100_v5:\n"
+            "    tiers: {standard: {env: {NCCL_SOCKET_IFNAME: '{nics.management}'}}}\n",
+            "profiles.azure/Standard_ND96isr_H100_v5.tiers.standard.env.NCCL_SOCKET_IFNAME",
+            "a management NIC of kind 'accelnet' is found by no identity; accepted: kind gvnic, ena",
+        ),
+        (
+            "profiles:\n  gcp/a3-megagpu-8g:\n"
+            "    tiers: {best: {k8s_env: {NCCL_SOCKET_IFNAME: '{nics.management}'}}}\n",
+            "profiles.gcp/a3-megagpu-8g.tiers.best.k8s_env.NCCL_SOCKET_IFNAME",
+            "names host NICs; accepted: the pod's interface names, or null to unset",
         ),
         (
             "profiles:\n  gcp/a3-megagpu-8g:\n    nvlink: {domain_gpus: 12, source: x}\n",
@@ -388,20 +413,14 @@ MEGA = "profiles:\n  gcp/a3-megagpu-8g:\n"
         pytest.param(
             MEGA + "    nics: {gpu: {interfaces: [eth1, 'eth2;reboot']}}\n",
             "profiles.gcp/a3-megagpu-8g.nics.gpu.interfaces",
-            "item 1 ('eth2;reboot') 'eth2;reboot' is not accepted; accepted: an interface name",
-            id="interface-semicolon",
+            "unknown key; accepted: count, speed_gbit_s, kind, mtu, pci_ids, rdma_devices",
+            id="interfaces-are-no-catalog-key",
         ),
         pytest.param(
-            MEGA + "    nics: {gpu: {interfaces: [eth1234567890abcd]}}\n",
-            "profiles.gcp/a3-megagpu-8g.nics.gpu.interfaces",
-            "an interface name: 1-15",
-            id="interface-too-long",
-        ),
-        pytest.param(
-            MEGA + '    nics: {management: {interface: "eth0 eth1"}}\n',
-            "profiles.gcp/a3-megagpu-8g.nics.management.interface",
-            "'eth0 eth1' is not accepted",
-            id="management-interface-space",
+            MEGA + "    nics: {management: {count: 0}}\n",
+            "profiles.gcp/a3-megagpu-8g.nics.management.count",
+            "must be an integer >= 1",
+            id="management-count-zero",
         ),
         pytest.param(
             MEGA + "    nics: {gpu: {rdma_devices: ['mlx5_*']}}\n",
@@ -470,6 +489,10 @@ REMOVED = object()
 # Google's images name NICs by PCI path, a3-mega's LLCM directory, Google's current TCPX release, Oracle's rails,
 # settings and floor for BM.GPU.H100.8, Azure's nccl.conf keys. Every other resolved value is as at b113656.
 # (profile, dotted key path, value); REMOVED drops the key; a new key comes last, as the loader puts it.
+# TCPX's CPU bindings per GPU NIC in PCI order: the first two NICs on NUMA node 0, the other two on node 1.
+TCPX_TX = "{0}:8-21,112-125;{1}:8-21,112-125;{2}:60-73,164-177;{3}:60-73,164-177"
+TCPX_RX = "{0}:22-35,126-139;{1}:22-35,126-139;{2}:74-87,178-191;{3}:74-87,178-191"
+GPU_PLACEHOLDERS = [f"{{nics.gpu[{index}]}}" for index in range(4)]
 CHANGED_SINCE_B113656 = [
     (
         "gcp/a3-highgpu-8g",
@@ -505,52 +528,62 @@ CHANGED_SINCE_B113656 = [
     ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_MIN_NCHANNELS", REMOVED),
     ("gcp/a3-edgegpu-8g", "tiers.best.env.NCCL_MAX_NCHANNELS", REMOVED),
     ("gcp/a3-edgegpu-8g", "tiers.best.k8s_env.NCCL_BUFFSIZE", REMOVED),
-    (
-        "gcp/a3-megagpu-8g",
-        "nics.gpu.interfaces",
-        ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"],
-    ),
-    ("gcp/a3-megagpu-8g", "nics.management.interface", "enp0s12"),
-    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_CTRL_DEV", "enp0s12"),
-    (
-        "gcp/a3-megagpu-8g",
-        "tiers.best.env.NCCL_FASTRAK_IFNAME",
-        "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0",
-    ),
-    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s12"),
+    # Issue 41: no interface names in the catalog (each image gives its own); env values name NICs by placeholder.
+    *[
+        (name, path, REMOVED)
+        for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g", "gcp/a3-megagpu-8g")
+        for path in ("nics.gpu.interfaces", "nics.management.interface")
+    ],
+    *[
+        (name, f"tiers.best.env.{key}", value)
+        for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
+        for key, value in (
+            ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "{nics.gpu}"),
+            ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "{nics.management}"),
+            ("NCCL_GPUDIRECTTCPX_TX_BINDINGS", TCPX_TX.format(*GPU_PLACEHOLDERS)),
+            ("NCCL_GPUDIRECTTCPX_RX_BINDINGS", TCPX_RX.format(*GPU_PLACEHOLDERS)),
+            ("NCCL_SOCKET_IFNAME", "{nics.management}"),
+        )
+    ],
+    *[
+        (name, f"tiers.best.k8s_env.{key}", value)
+        for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
+        for key, value in (
+            ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1,eth2,eth3,eth4"),
+            ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
+            ("NCCL_GPUDIRECTTCPX_TX_BINDINGS", TCPX_TX.format("eth1", "eth2", "eth3", "eth4")),
+            ("NCCL_GPUDIRECTTCPX_RX_BINDINGS", TCPX_RX.format("eth1", "eth2", "eth3", "eth4")),
+            ("NCCL_SOCKET_IFNAME", "eth0"),
+        )
+    ],
+    ("gcp/a3-highgpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("gcp/a3-edgegpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_CTRL_DEV", "{nics.management}"),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_IFNAME", "{nics.gpu}"),
+    ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     ("gcp/a3-megagpu-8g", "tiers.best.env.NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),
     ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_CTRL_DEV", "eth0"),
     ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_IFNAME", "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"),
     ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", "eth0"),
     ("gcp/a3-megagpu-8g", "tiers.best.k8s_env.NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", None),
-    ("gcp/a3-megagpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s12"),
-    (
-        "gcp/a3-megagpu-8g",
-        "interface_naming",
-        {
-            "net_ifnames_0": {
-                "enp0s12": "eth0",
-                "enp6s0": "eth1",
-                "enp7s0": "eth2",
-                "enp13s0": "eth3",
-                "enp14s0": "eth4",
-                "enp134s0": "eth5",
-                "enp135s0": "eth6",
-                "enp141s0": "eth7",
-                "enp142s0": "eth8",
-            }
-        },
-    ),
-    ("gcp/a3-ultragpu-8g", "nics.management.interface", "enp0s19"),
-    ("gcp/a3-ultragpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
-    ("gcp/a3-ultragpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", None),
-    ("gcp/a3-ultragpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
-    ("gcp/a3-ultragpu-8g", "interface_naming", {"net_ifnames_0": {"enp0s19": "eth0", "enp192s20": "eth1"}}),
-    ("gcp/a4-highgpu-8g", "nics.management.interface", "enp0s19"),
-    ("gcp/a4-highgpu-8g", "tiers.best.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
-    ("gcp/a4-highgpu-8g", "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", None),
-    ("gcp/a4-highgpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "enp0s19,enp192s20"),
-    ("gcp/a4-highgpu-8g", "interface_naming", {"net_ifnames_0": {"enp0s19": "eth0", "enp192s20": "eth1"}}),
+    ("gcp/a3-megagpu-8g", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    *[
+        change
+        for name in ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g")
+        for change in (
+            (name, "nics.management.interface", REMOVED),
+            (name, "nics.management.count", 2),
+            (name, "tiers.best.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+            (name, "tiers.best.k8s_env.NCCL_SOCKET_IFNAME", None),
+            (name, "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+        )
+    ],
+    *[
+        (name, path, REMOVED)
+        for name in ("azure/Standard_ND96isr_H100_v5", "azure/Standard_ND96isr_H200_v5")
+        for path in ("nics.gpu.interfaces", "nics.management.interface")
+    ],
+    ("oci/BM.GPU.H100.8", "nics.management.interface", REMOVED),
     (
         "oci/BM.GPU.H100.8",
         "nics.gpu.rdma_devices",
@@ -621,6 +654,8 @@ PROSE_CHANGED_SINCE_B113656 = {
     ("azure/Standard_ND96isr_H100_v5", "sources"),
     ("azure/Standard_ND96isr_H200_v5", "sources"),
     ("gcp/a3-megagpu-8g", "description"),
+    ("gcp/a3-highgpu-8g", "description"),
+    ("gcp/a3-edgegpu-8g", "description"),
     ("gcp/a3-megagpu-8g", "sources"),
     ("gcp/a3-ultragpu-8g", "sources"),
     ("gcp/a4-highgpu-8g", "sources"),
@@ -907,51 +942,34 @@ def test_a_missing_override_is_refused_on_every_load(tmp_path):
             fabric_catalog.load_catalog([tmp_path / "missing.yml"])
 
 
-# --- Interface naming: Google's images use predictable names; net.ifnames=0 images the kernel's eth names -----------
+# --- NICs by identity (issue 41): no profile names an interface; the host's names fill the placeholders -------------
 
 
-def test_google_images_name_nics_by_pci_path(builtin):
-    mega = builtin.get("gcp/a3-megagpu-8g")
-    assert mega["nics"]["management"]["interface"] == "enp0s12"
-    assert mega["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s12"
-    for name in ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g"):
+def _names_in(value):
+    """Every word of a catalog value that looks like an interface name an image gives (eth0, enp6s0, ib0, ...)."""
+    return re.findall(r"\b(?:eth[0-9]+|en[pso][0-9][0-9a-z]*|ib[0-9]+|rdma[0-9]+|gpu[0-9]+rdma[0-9]+)\b", str(value))
+
+
+def test_no_gcp_profile_names_an_interface(builtin):
+    """Google's images name the NICs enp*, COS eth*: a GCP profile's host values name neither (k8s_env: GKE's)."""
+    for name in builtin.names():
+        profile = builtin.get(name)
+        assert "interfaces" not in profile["nics"]["gpu"], name
+        assert "interface" not in profile["nics"]["management"], name
+        if profile["cloud"] != "gcp":
+            continue
+        for tier_name, tier in profile["tiers"].items():
+            for key, value in tier["env"].items():
+                assert _names_in(value) == [], (name, tier_name, key, value)
+
+
+def test_gcp_env_names_nics_by_placeholder(builtin):
+    high = builtin.get("gcp/a3-highgpu-8g")["tiers"]["best"]["env"]
+    assert high["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "{nics.gpu}"
+    assert high["NCCL_GPUDIRECTTCPX_CTRL_DEV"] == high["NCCL_SOCKET_IFNAME"] == "{nics.management}"
+    assert high["NCCL_GPUDIRECTTCPX_TX_BINDINGS"] == TCPX_TX.format(*GPU_PLACEHOLDERS)
+    for name in ("gcp/a3-ultragpu-8g", "gcp/a4-highgpu-8g", "gcp/a4x-highgpu-4g"):
+        assert builtin.get(name)["nics"]["management"]["count"] == 2, name
         for tier in ("best", "standard"):
-            assert builtin.get(name)["tiers"][tier]["env"]["NCCL_SOCKET_IFNAME"] == "enp0s19,enp192s20", (name, tier)
-
-
-def test_net_ifnames_0_renames_every_interface_in_one_place(builtin):
-    mega = builtin.get("gcp/a3-megagpu-8g")
-    renamed = fabric_catalog.with_net_ifnames_0("gcp/a3-megagpu-8g", mega)
-    assert renamed["nics"]["gpu"]["interfaces"] == [f"eth{index}" for index in range(1, 9)]
-    assert renamed["nics"]["management"]["interface"] == "eth0"
-    env = renamed["tiers"]["best"]["env"]
-    assert (env["NCCL_FASTRAK_CTRL_DEV"], env["NCCL_SOCKET_IFNAME"]) == ("eth0", "eth0")
-    assert env["NCCL_FASTRAK_IFNAME"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
-    assert env["LD_LIBRARY_PATH"] == mega["tiers"]["best"]["env"]["LD_LIBRARY_PATH"]  # no interface in it
-    assert list(env) == list(mega["tiers"]["best"]["env"])  # nccl.conf order kept
-    assert renamed["tiers"]["best"]["k8s_env"]["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] is None
-    assert "interface_naming" not in renamed
-    assert mega["nics"]["management"]["interface"] == "enp0s12"  # the catalog's profile is left as it was
-    # The renamed env still passes the guest-config checker the catalog loader and gcp_tcpxo run.
-    gcp_tcpxo = module_utils("gcp_tcpxo")
-    errors, _warnings = gcp_tcpxo.guest_config_findings(env, "gcp/a3-megagpu-8g")
-    assert errors == []
-    ultra = fabric_catalog.with_net_ifnames_0("gcp/a3-ultragpu-8g", builtin.get("gcp/a3-ultragpu-8g"))
-    assert ultra["tiers"]["standard"]["env"]["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
-
-
-def test_whole_words_only_are_renamed():
-    profile = {
-        "interface_naming": {"net_ifnames_0": {"enp6s0": "eth1"}},
-        "nics": {"gpu": {"interfaces": ["enp6s0"]}, "management": {}},
-        "tiers": {"best": {"env": {"A": "enp6s0:8-21;enp6s01,xenp6s0,enp6s0"}}},
-    }
-    env = fabric_catalog.with_net_ifnames_0("x/y", profile)["tiers"]["best"]["env"]
-    assert env == {"A": "eth1:8-21;enp6s01,xenp6s0,eth1"}
-
-
-def test_a_profile_without_net_ifnames_0_names_says_so(builtin):
-    with pytest.raises(
-        ValueError, match=r"catalog profile gcp/a3-highgpu-8g gives no interface names for net.ifnames=0"
-    ):
-        fabric_catalog.with_net_ifnames_0("gcp/a3-highgpu-8g", builtin.get("gcp/a3-highgpu-8g"))
+            assert builtin.get(name)["tiers"][tier]["env"]["NCCL_SOCKET_IFNAME"] == "{nics.management}", (name, tier)
+    assert builtin.get("gcp/a4x-highgpu-4g")["tiers"]["best"]["env"]["UCX_NET_DEVICES"] == "{nics.gpu}"

@@ -100,10 +100,10 @@ def test_missing_kernel_module(name, tmp_path):
 
 def test_slow_netdev_link_on_a_gvnic_fabric(tmp_path):
     root = write_tree(catalog.get("gcp/a3-megagpu-8g"), tmp_path / "sim")
-    (root / "sys/class/net/enp13s0/speed").write_text("100000\n", encoding="utf-8")
+    (root / "sys/class/net/eth3/speed").write_text("100000\n", encoding="utf-8")
     findings = fabric_findings.findings(hw_facts.gather(str(root)), catalog.get("gcp/a3-megagpu-8g"))
-    assert [(f["check"], f["subject"]) for f in findings] == [("link_rate", "enp13s0")]
-    assert "enp13s0 links at 100 Gb/s; the profile expects 200 Gb/s" in findings[0]["message"]
+    assert [(f["check"], f["subject"]) for f in findings] == [("link_rate", "eth3")]
+    assert "eth3 links at 100 Gb/s; the profile expects 200 Gb/s" in findings[0]["message"]
 
 
 def test_wrong_gpu_model(tmp_path):

@@ -15,7 +15,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
-from tests.conftest import recorded_facts
+from tests.conftest import image_nic_names, recorded_facts
 
 tcpx = module_utils("gcp_tcpx")
 REPO = Path(__file__).resolve().parents[2]
@@ -27,8 +27,14 @@ DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
 
 
-def fabric(profile: str = "gcp/a3-highgpu-8g") -> dict:
-    return plugin_utils("fabric_plan").plan_host({"gpufabric_profile": profile}, CATALOG)
+def fabric(profile: str = "gcp/a3-highgpu-8g", image: str | None = "cos") -> dict:
+    """The plan the plan role hands gcp_tcpx on a host of ``image``, its NICs named as that image names them
+    (tests/fixtures/nic_names.yml; the plan role names them on the host, fabric_nics); None: a plan whose NICs no one
+    has named. Container-Optimized OS (and net.ifnames=0) gives the names of the RxDM's a3vm preset, eth0-eth4;
+    Google's Ubuntu images give others."""
+    names = image_nic_names(profile, image) if image else None
+    hostvars = {"gpufabric_profile": profile, **({"gpufabric_nic_names": names} if names else {})}
+    return plugin_utils("fabric_plan").plan_host(hostvars, CATALOG)
 
 
 def settings(**overrides) -> dict:
@@ -39,7 +45,8 @@ def settings(**overrides) -> dict:
 
 
 def plan(facts: dict | None = None, profile: str = "gcp/a3-highgpu-8g", **overrides) -> dict:
-    return tcpx.plan(settings(**overrides), fabric(profile), facts or DEBIAN12)
+    tcpx_profile = profile in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
+    return tcpx.plan(settings(**overrides), fabric(profile, "cos" if tcpx_profile else None), facts or DEBIAN12)
 
 
 # ---------------------------------------------------------------- defaults and images
@@ -269,21 +276,21 @@ def test_a_topology_file_replaces_the_preset_and_is_mounted_read_only():
     assert f"--volume {topology}:{topology}:ro" in result["rxdm_exec_lines"]
 
 
-def test_the_a3vm_preset_refuses_profiles_whose_nics_are_not_eth1_to_eth4(tmp_path):
-    site = tmp_path / "site.yml"
-    site.write_text(
-        "profiles:\n  gcp/a3-highgpu-8g:\n    nics:\n      gpu:\n"
-        "        interfaces: [enp6s0, enp12s0, enp134s0, enp140s0]\n",
-        encoding="utf-8",
-    )
-    catalog = plugin_utils("fabric_catalog").load_catalog(override_files=[site])
-    renamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-highgpu-8g"}, catalog)
-    errors = tcpx.plan(settings(), renamed, DEBIAN12)["errors"]
+def test_the_a3vm_preset_refuses_a_host_whose_nics_are_not_eth1_to_eth4():
+    ubuntu = fabric(image="ubuntu")  # Google's Ubuntu images
+    errors = tcpx.plan(settings(), ubuntu, DEBIAN12)["errors"]
     assert len(errors) == 1 and "hard-codes the GPU NICs eth1, eth2, eth3, eth4" in errors[0]
+    assert "this host names them enp6s0, enp12s0, enp134s0, enp140s0" in errors[0]
     assert "net.ifnames=0" in errors[0]
-    manual = tcpx.plan(settings(rxdm_gpu_nic_topology="/etc/topology.textproto"), renamed, DEBIAN12)
+    manual = tcpx.plan(settings(rxdm_gpu_nic_topology="/etc/topology.textproto"), ubuntu, DEBIAN12)
     assert manual["errors"] == []
     assert manual["firewall_interfaces"] == ["enp6s0", "enp12s0", "enp134s0", "enp140s0"]
+
+
+def test_a_plan_that_has_not_named_the_hosts_nics_is_refused():
+    errors = tcpx.plan(settings(), fabric(image=None), DEBIAN12)["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("the plan of profile 'gcp/a3-highgpu-8g' has not named this host's GPU NICs")
 
 
 def test_a_host_library_directory_is_mounted_instead_of_staging():

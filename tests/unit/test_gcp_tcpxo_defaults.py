@@ -11,6 +11,7 @@ import jinja2
 import yaml
 
 from gpufabric.collection import module_utils, plugin_utils
+from tests.conftest import image_nic_names
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "gcp_tcpxo"
@@ -69,15 +70,18 @@ def test_repositories_are_googles_lines_and_nothing_is_invented():
         assert text in README
 
 
+def mega_plan() -> dict:
+    """The plan the plan role hands gcp_tcpxo for a3-megagpu-8g tier best, the NICs named as Google's Ubuntu images
+    name them (tests/fixtures/nic_names.yml): the catalog names none, the plan role reads them on the host."""
+    names = image_nic_names("gcp/a3-megagpu-8g", "ubuntu")
+    catalog = plugin_utils("fabric_catalog").load_catalog()
+    return plugin_utils("fabric_plan").plan_host(
+        {"gpufabric_profile": "gcp/a3-megagpu-8g", "gpufabric_nic_names": names}, catalog, tier="best"
+    )
+
+
 def test_defaults_are_refused_only_for_the_unpublished_values():
-    catalog = plugin_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
-    plan = {
-        "profile": "gcp/a3-megagpu-8g",
-        "fabric": catalog["fabric"],
-        "env": dict(catalog["tiers"]["best"]["env"]),
-        "gpus": {"count": catalog["gpu"]["count"]},
-        "nics": catalog["nics"],
-    }
+    plan = mega_plan()
     facts = {
         "distribution": "Ubuntu",
         "distribution_major_version": "22",
@@ -109,24 +113,13 @@ def test_rxdm_unit_on_ubuntu_runs_the_digest_with_every_gpu():
         "architecture": "x86_64",
         "kernel": "6.8.0-1",
     }
-    catalog = plugin_utils("fabric_catalog").load_catalog().get("gcp/a3-megagpu-8g")
     settings = {key.removeprefix("gcp_tcpxo_"): value for key, value in DEFAULTS.items()}
     settings.update(
         import_helper_version="1.0.0-1",
         repo_key_checksum="sha256:" + "0" * 64,
         ar_transport_key_checksum="sha256:" + "0" * 64,
     )
-    plan = tcpxo.plan(
-        settings,
-        {
-            "profile": "gcp/a3-megagpu-8g",
-            "fabric": "tcpxo",
-            "env": catalog["tiers"]["best"]["env"],
-            "gpus": {"count": 8},
-            "nics": catalog["nics"],
-        },
-        facts,
-    )
+    plan = tcpxo.plan(settings, mega_plan(), facts)
     assert plan["errors"] == []
     unit = _render("gpufabric-tcpxo-rxdm.service.j2", gcp_tcpxo__plan=plan)
     exec_start = re.search(r"^ExecStart=(.*?[^\\])$", unit, re.MULTILINE | re.DOTALL).group(1)

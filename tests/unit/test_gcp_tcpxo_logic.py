@@ -11,9 +11,10 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import module_utils, plugin_utils
-from tests.conftest import recorded_facts
+from tests.conftest import image_nic_names, recorded_facts
 
 tcpxo = module_utils("gcp_tcpxo")
+fabric_nics = module_utils("fabric_nics")
 catalog = plugin_utils("fabric_catalog")
 
 DIGEST_A = "sha256:" + "a" * 64
@@ -59,20 +60,17 @@ SETTINGS = {
 }
 
 
-# a3-megagpu-8g's GPU NICs as Google's images name them (catalog/gcp.yml).
-MEGA_GPU_NICS = ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"]
+# a3-megagpu-8g's NICs as Google's Ubuntu images name them (tests/fixtures/nic_names.yml); the catalog names none.
+MEGA_NAMES = image_nic_names("gcp/a3-megagpu-8g", "ubuntu")
+MEGA_GPU_NICS = MEGA_NAMES["gpu"]
 
 
 def catalog_plan(name: str = "gcp/a3-megagpu-8g") -> dict:
-    """What the fabric_plan lookup returns for tier best (the fields the role reads)."""
-    profile = catalog.load_catalog().get(name)
-    return {
-        "profile": name,
-        "fabric": profile["fabric"],
-        "env": dict(profile["tiers"]["best"]["env"]),
-        "gpus": {key: profile["gpu"][key] for key in ("model", "count", "nvswitch")},
-        "nics": copy.deepcopy(profile["nics"]),
-    }
+    """What the plan role hands the role for tier best, its NICs named as on Google's images (the fields it reads)."""
+    named = fabric_nics.resolve_with_names(
+        plugin_utils("fabric_plan").plan_host({"gpufabric_profile": name}, catalog.load_catalog()), MEGA_NAMES
+    )
+    return {key: copy.deepcopy(named[key]) for key in ("profile", "fabric", "env", "gpus", "nics", "nic_names")}
 
 
 def test_the_catalog_profile_plans_without_errors():
@@ -243,7 +241,17 @@ def test_nic_names_must_agree_with_the_env():
     plan = catalog_plan()
     plan["nics"]["gpu"]["interfaces"] = ["eth1"]
     errors = tcpxo.plan(SETTINGS, plan, DEBIAN12)["errors"]
-    assert any("names 1 GPU NIC interfaces for 8 GPU NICs" in error for error in errors)
+    assert any("the plan of gcp/a3-megagpu-8g names 1 of this host's 8 GPU NICs" in error for error in errors)
+
+
+def test_a_plan_that_has_not_named_the_hosts_nics_is_refused_once():
+    """The catalog names no NIC: a plan the plan role did not name them in still holds {nics.*} placeholders."""
+    unnamed = plugin_utils("fabric_plan").plan_host({"gpufabric_profile": "gcp/a3-megagpu-8g"}, catalog.load_catalog())
+    assert unnamed["nic_names"] is None and "{nics.gpu}" in unnamed["env"]["NCCL_FASTRAK_IFNAME"]
+    errors = tcpxo.plan(SETTINGS, unnamed, DEBIAN12)["errors"]
+    assert len(errors) == 1
+    assert errors[0].startswith("the plan of profile 'gcp/a3-megagpu-8g' has not named this host's GPU NICs")
+    assert "gpufabric_nic_names" in errors[0]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import pytest
 
 from gpufabric.collection import module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
+from tests.conftest import image_nic_names
 
 hw_facts = module_utils("hw_facts")
 catalog = plugin_utils("fabric_catalog").load_catalog()
@@ -29,9 +30,16 @@ MLX5 = [f"mlx5_{i}" for i in range(8)]
 class Host:
     """A SIMULATED tree, a state file and an ip(8) stand-in that records its arguments."""
 
-    def __init__(self, tmp_path: Path, shell: str, profile: str = "nebius/gpu-h100-sxm", faults: Faults | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        shell: str,
+        profile: str = "nebius/gpu-h100-sxm",
+        faults: Faults | None = None,
+        nic_names: dict[str, list[str]] | None = None,
+    ):
         self.root = tmp_path / "tree"
-        write_tree(catalog.get(profile), self.root, faults)
+        write_tree(catalog.get(profile), self.root, faults, nic_names=nic_names)
         self.facts = hw_facts.gather(str(self.root))
         self.shell = shell
         self.state = tmp_path / "run" / "children"
@@ -204,6 +212,8 @@ def test_bad_arguments_print_usage(host, args):
 
 
 def test_azure_names(tmp_path):
-    host = Host(tmp_path, SHELLS[0], "azure/Standard_ND96isr_H100_v5")
+    """Azure's ubuntu-hpc image: RDMA devices mlx5_ib<N>, IPoIB netdevs the kernel's ib<N> (net.ifnames=0)."""
+    profile = "azure/Standard_ND96isr_H100_v5"
+    host = Host(tmp_path, SHELLS[0], profile, nic_names=image_nic_names(profile, "ubuntu-hpc"))
     assert host.run("add", "0x8001", "1", "mlx5_ib0", "mlx5_ib7").returncode == 0
     assert host.recorded() == ["ib0.8001", "ib7.8001"]

@@ -266,9 +266,14 @@ def test_readme_pod_snippet_parses_and_carries_k8s_env(builtin):
 # --- per rail, Ethernet, storage -----------------------------------------------------------------------------------
 
 
+def named(hosts: dict[str, dict]) -> dict[str, dict]:
+    """The hosts with their PF netdevs named (the host var gpufabric_nic_names: the catalog names no interface)."""
+    return {name: {**variables, "gpufabric_nic_names": {"gpu": RAILS}} for name, variables in hosts.items()}
+
+
 def test_named_pfs_give_one_resource_and_network_per_rail(tmp_path):
-    catalog = catalog_with(tmp_path, {SRIOV_PROFILE: {"nics": {"gpu": {"interfaces": RAILS}}}})
-    _result, files = build(catalog, fleet(catalog, LAB), k8s.Options(ipam_range="10.20.0.0/16"))
+    catalog = catalog_with(tmp_path)
+    _result, files = build(catalog, fleet(catalog, named(LAB)), k8s.Options(ipam_range="10.20.0.0/16"))
     loaded = load_all(files)
     config = assert_device_plugin_config(loaded["00-sriovdp-config.yaml"][0])
     assert [resource["resourceName"] for resource in config["resourceList"]] == [
@@ -370,9 +375,9 @@ def test_bad_options(options, fragment):
 
 
 def test_range_too_small_for_the_rails(tmp_path):
-    catalog = catalog_with(tmp_path, {SRIOV_PROFILE: {"nics": {"gpu": {"interfaces": RAILS}}}})
+    catalog = catalog_with(tmp_path)
     with pytest.raises(UserError, match="too small to split into 8"):
-        build(catalog, fleet(catalog, LAB), k8s.Options(ipam_range="10.0.0.0/28"))
+        build(catalog, fleet(catalog, named(LAB)), k8s.Options(ipam_range="10.0.0.0/28"))
 
 
 def test_unknown_pf_id_is_refused(tmp_path):

@@ -25,6 +25,11 @@ RECORDINGS = {
 }
 TCPXO_HOST = {
     "gpufabric_profile": "gcp/a3-megagpu-8g",
+    # This machine has no gVNICs for the plan role to read: the names Google's Ubuntu images give a3-mega's.
+    "gpufabric_nic_names": {
+        "management": ["enp0s12"],
+        "gpu": ["enp6s0", "enp7s0", "enp13s0", "enp14s0", "enp134s0", "enp135s0", "enp141s0", "enp142s0"],
+    },
     "gcp_tcpxo_import_helper_version": "1.0.6-1",
     "gcp_tcpxo_ar_transport_version": "0.4.1",
     # Some tests plan on this machine, whose kernel may be 6.13 or later (6.18 on the build machine), where the

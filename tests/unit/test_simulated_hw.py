@@ -250,7 +250,8 @@ def test_nics_missing_can_leave_a_gpu_switch_without_nic(tmp_path, baseline):
 
 def test_nic_down_gvnic(tmp_path, baseline):
     expected = copy.deepcopy(baseline("gcp/a3-megagpu-8g"))
-    nic = by_name(expected["nics"], "enp7s0")  # the second GPU NIC, as Google's images name it
+    # GPU NIC 1 sits on the second PCIe switch: third on the bus, so eth3 by the kernel's names (eth0: management).
+    nic = by_name(expected["nics"], "eth3")
     nic.update(operstate="down", speed_mbps=None)
     assert build(tmp_path, "gcp/a3-megagpu-8g", Faults(nic_down=1)) == expected
 
@@ -259,7 +260,7 @@ def test_nic_down_infiniband(tmp_path, baseline):
     expected = copy.deepcopy(baseline("azure/Standard_ND96isr_H100_v5"))
     device = by_name(expected["rdma_devices"], "mlx5_ib0")
     device["ports"][0].update(state="DOWN", phys_state="Disabled", lid=0, sm_lid=0)
-    by_name(expected["nics"], "ib0").update(operstate="down", speed_mbps=None)
+    by_name(expected["nics"], device["netdev"]).update(operstate="down", speed_mbps=None)
     assert build(tmp_path, "azure/Standard_ND96isr_H100_v5", Faults(nic_down=0)) == expected
 
 

@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A profile's NICs by identity, and the environment values that name them.
+
+The catalog never names a network interface: each image names them its own way (Google's Ubuntu images
+``enp0s12``, ``enp6s0``, ...; Container-Optimized OS and ``net.ifnames=0`` ``eth0``, ``eth1``, ...). A profile
+describes its NIC groups by what does not change with the image (kind, PCI ids, count, GPU affinity, order on
+the bus: ``fabric_findings.gpu_network`` and ``management_nics``), and an environment value that needs names
+refers to a group symbolically:
+
+- ``{nics.gpu}``: the GPU-network NICs' interface names, in PCI order, comma-joined;
+- ``{nics.gpu[N]}``: the N-th of them (from 0);
+- ``{nics.management}``, ``{nics.management[N]}``: the same for the management NICs.
+
+So ``NCCL_GPUDIRECTTCPX_TX_BINDINGS: "{nics.gpu[0]}:8-21,112-125;..."``. The catalog loader checks the
+placeholders (``placeholder_errors``); the host's plan gets the names from the host's hardware facts
+(hw_facts.gather, the fabric_facts module) through ``resolve``, the one place names are put into values.
+
+Pure Python (stdlib only), shared by the plan role's filter, the driver (``gpufabric plan --probe``) and the tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_findings
+
+GROUPS = ("gpu", "management")
+PLACEHOLDER = re.compile(r"\{nics\.(gpu|management)(?:\[([0-9]+)\])?\}")
+# Anything a placeholder could be meant as: a brace pair whose text starts with "nics".
+MAYBE_PLACEHOLDER = re.compile(r"\{\s*nics[^{}]*\}")
+# GPU NIC kinds whose devices have interface names (EFA devices have none).
+NAMED_GPU_KINDS = ("gvnic", "ethernet", "connectx_ib", "connectx_roce")
+HOST = "the host has"
+ACCEPTED = "{nics.gpu}, {nics.gpu[N]}, {nics.management} or {nics.management[N]} (N from 0)"
+
+
+def group_count(nics: dict[str, Any], group: str) -> int:
+    spec = nics[group]
+    return int(spec.get("count", 1))
+
+
+def placeholder_errors(value: str, nics: dict[str, Any]) -> list[str]:
+    """Why the placeholders in one environment value cannot be resolved on any host of the profile ([]: they can)."""
+    errors = []
+    for token in MAYBE_PLACEHOLDER.findall(value):
+        match = PLACEHOLDER.fullmatch(token)
+        if not match:
+            errors.append(f"placeholder {token} is not accepted; accepted: {ACCEPTED}")
+            continue
+        group, index = match.group(1), match.group(2)
+        spec = nics[group]
+        if group == "gpu" and spec["kind"] not in NAMED_GPU_KINDS:
+            errors.append(f"placeholder {token}: {spec['kind']} NICs have no interface names")
+        elif group == "management" and spec["kind"] not in fabric_findings.MANAGEMENT_KINDS:
+            kinds = ", ".join(fabric_findings.MANAGEMENT_KINDS)
+            errors.append(
+                f"placeholder {token}: a management NIC of kind {spec['kind']!r} is found by no identity; "
+                f"accepted: kind {kinds}"
+            )
+        elif index is not None and int(index) >= group_count(nics, group):
+            errors.append(f"placeholder {token}: nics.{group} has {group_count(nics, group)} NICs (count)")
+    return errors
+
+
+def symbolic(env: dict[str, Any]) -> list[str]:
+    """The variables of ``env`` whose values refer to NICs symbolically, in env order."""
+    return [key for key, value in env.items() if isinstance(value, str) and MAYBE_PLACEHOLDER.search(value)]
+
+
+def host_nics(facts: dict[str, Any], hardware: dict[str, Any]) -> dict[str, list[str]]:
+    """The interface names the host gives the profile's NIC groups, each in PCI order.
+
+    ``hardware``: the profile's hardware sections (the plan's ``hardware``: fabric, gpu, nics, sriov). GPU NICs are
+    ``fabric_findings.gpu_network`` (gVNICs by identity and GPU affinity; ConnectX rails by link layer and affinity,
+    their netdevs), management NICs ``fabric_findings.management_nics``.
+    """
+    gpu = [
+        item["netdev"]
+        for item in fabric_findings.gpu_network(facts, hardware)
+        if item["netdev"] is not None and item["netdev"].get("name")
+    ]
+    # A ConnectX rail's order is its PCI function's (the netdev's), as for gVNICs.
+    gpu.sort(key=fabric_findings._pci_order)
+    management = fabric_findings.management_nics(facts, hardware)
+    return {"gpu": [nic["name"] for nic in gpu], "management": [nic["name"] for nic in management]}
+
+
+def render(value: str, names: dict[str, list[str]], nics: dict[str, Any]) -> tuple[str, list[str]]:
+    """``value`` with its placeholders replaced by ``names``; and the placeholders ``names`` cannot fill."""
+    missing: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        group, index = match.group(1), match.group(2)
+        found = names.get(group) or []
+        want = group_count(nics, group)
+        if len(found) < want or (index is not None and int(index) >= len(found)):
+            missing.append(match.group(0))
+            return match.group(0)
+        return ",".join(found[:want]) if index is None else found[int(index)]
+
+    return PLACEHOLDER.sub(fill, value), missing
+
+
+def _describe(names: dict[str, list[str]], nics: dict[str, Any]) -> str:
+    parts = []
+    for group in GROUPS:
+        found = names.get(group) or []
+        spec = nics[group]
+        parts.append(
+            f"{len(found)} of {group_count(nics, group)} {group} NICs ({spec['kind']})"
+            + (f": {', '.join(found)}" if found else "")
+        )
+    return "; ".join(parts)
+
+
+def resolve(host_plan: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The host's plan with its NICs named from the host's hardware facts (``host_nics``).
+
+    Sets ``nic_names`` ({"gpu": [...], "management": [...]}, each in PCI order), ``nics.gpu.interfaces`` and
+    ``nics.management.interfaces`` (what the fabric roles check and configure) and fills the placeholders of
+    ``env``. Raises ValueError naming the variable, the placeholder, the profile and what the host has, when the
+    host lacks the NICs a placeholder needs. A plan without a profile comes back as it was.
+    """
+    if not host_plan.get("hardware"):
+        return host_plan
+    return _named(host_plan, host_nics(facts, host_plan["hardware"]), HOST)
+
+
+def resolve_with_names(host_plan: dict[str, Any], names: dict[str, Any]) -> dict[str, Any]:
+    """``resolve`` with names given (the host var gpufabric_nic_names: an image bake on a builder without the NICs)."""
+    if not host_plan.get("hardware"):
+        return host_plan
+    unknown = sorted(set(names) - set(GROUPS))
+    if unknown:
+        raise ValueError(f"gpufabric_nic_names names {', '.join(unknown)}; accepted: gpu, management (lists of names)")
+    given: dict[str, list[str]] = {}
+    for group in GROUPS:
+        value = names.get(group) or []
+        if not isinstance(value, list) or not all(isinstance(name, str) and INTERFACE.match(name) for name in value):
+            raise ValueError(
+                f"gpufabric_nic_names.{group} {value!r} is not accepted; accepted: a list of interface names"
+            )
+        given[group] = list(value)
+    return _named(host_plan, given, "gpufabric_nic_names gives")
+
+
+def stand_in_names(nics: dict[str, Any]) -> dict[str, list[str]]:
+    """Names for each NIC of the groups (``gpu0``, ..., ``mgmt0``, ...) where what is planned does not depend on the
+    host's (``gpufabric plan``'s supply chain): never written to a host."""
+    return {
+        "gpu": [f"gpu{index}" for index in range(group_count(nics, "gpu"))],
+        "management": [f"mgmt{index}" for index in range(group_count(nics, "management"))],
+    }
+
+
+INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$")  # a Linux interface name is at most 15 bytes
+
+
+def _named(host_plan: dict[str, Any], names: dict[str, list[str]], where: str) -> dict[str, Any]:
+    resolved = copy.deepcopy(host_plan)
+    nics = resolved["hardware"]["nics"]
+    env = resolved.get("env") or {}
+    errors = []
+    for key in symbolic(env):
+        env[key], missing = render(str(env[key]), names, nics)
+        if missing:
+            errors.append(f"{key} needs {', '.join(dict.fromkeys(missing))}")
+    if errors:
+        hint = "; fabric_facts' findings say which NICs are missing or not recognised" if where == HOST else ""
+        raise ValueError(
+            f"profile {resolved.get('profile')}: {'; '.join(errors)}, but {where} {_describe(names, nics)}{hint}"
+        )
+    resolved["nic_names"] = {group: list(names[group]) for group in GROUPS}
+    for group in GROUPS:
+        resolved.setdefault("nics", {}).setdefault(group, {})["interfaces"] = list(names[group])
+    return resolved
