@@ -89,6 +89,10 @@ def nccl_env_paths(root: Path) -> dict[str, object]:
         "nccl_env_container_env_paths": [str(root / "nccl.env"), str(root / "enroot-nccl.env")],
         "nccl_env_limits_path": str(root / "limits-gpufabric-fabric.conf"),
         "nccl_env_systemd_limits_path": str(root / "system.conf.d" / "90-gpufabric-limits.conf"),
+        # This machine's own units are not the test's: no image unit owns the test's nccl.conf.
+        "nccl_env_conf_owner_units": [],
+        "nccl_env_conf_cooperate_path": str(root / "gpufabric-nccl.conf"),
+        "nccl_env_conf_merge_path": str(root / "gpufabric-nccl-conf"),
     }
 
 

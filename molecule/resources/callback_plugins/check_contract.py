@@ -9,10 +9,15 @@ scenario runs check twice and this callback judges both from the play recap:
 A broken contract fails the run: ansible-core lets an AssertionError out of a callback (it does so
 for tests), so `molecule check` and `molecule test` exit non-zero with the verdict as the error.
 What check mode must leave untouched on disk is asserted by molecule/resources/check_wrote_nothing.yml.
+
+A scenario that sets MOLECULE_CHANGES_DIR (its molecule.yml's ansible env) also gets, for every run, the tasks that
+reported a change on each host, in <dir>/<playbook>[-check]-<fresh|converged>.json: its verify compares the check
+on the fresh host with the converge that followed (check mode predicts exactly what converge does).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
@@ -43,7 +48,41 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = "check_contract"
     CALLBACK_NEEDS_ENABLED = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._playbook = ""
+        self._changed: dict[str, list[str]] = {}
+
+    def v2_playbook_on_start(self, playbook) -> None:
+        self._playbook = os.path.splitext(os.path.basename(playbook._file_name))[0]
+
+    def _changed_task(self, result) -> None:
+        name = result._task.get_name()
+        changed = self._changed.setdefault(result._host.get_name(), [])
+        if name not in changed:  # a loop's items, or a task run twice, count once
+            changed.append(name)
+
+    def v2_runner_on_ok(self, result) -> None:
+        if result._result.get("changed"):
+            self._changed_task(result)
+
+    def v2_runner_on_skipped(self, result) -> None:
+        # A command check mode cannot run (ansible.builtin.command's "Command would have run if not in check mode")
+        # is announced, not hidden: it counts as predicted.
+        if "would have run" in str(result._result.get("msg", "")):
+            self._changed_task(result)
+
+    def _record_changes(self, check: bool, hosts: list[str]) -> None:
+        directory = os.environ.get("MOLECULE_CHANGES_DIR")
+        if not directory:
+            return
+        os.makedirs(directory, exist_ok=True)
+        name = f"{self._playbook}{'-check' if check else ''}-{'converged' if converged() else 'fresh'}.json"
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as stream:
+            json.dump({host: self._changed.get(host, []) for host in hosts}, stream, indent=1, sort_keys=True)
+
     def v2_playbook_on_stats(self, stats) -> None:
+        self._record_changes(bool(context.CLIARGS.get("check")), sorted(stats.processed))
         if not context.CLIARGS.get("check"):
             return
         host_is_converged = converged()

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Image doubles (tests/fixtures/images/doubles) follow their recorded manifests: every package entry names the
+manifest's line, keeps each value the manifest sources (version, hold) and says UNVERIFIED where it picked one the
+manifest does not have; the index excerpts they name exist; tests/fixtures/image_double.py builds them."""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGES = REPO / "tests" / "fixtures" / "images"
+DOUBLES = sorted((IMAGES / "doubles").glob("*.yml"))
+UNVERIFIED = "UNVERIFIED"
+sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+
+import image_double  # noqa: E402
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{path.name}: not a mapping"
+    return data
+
+
+def test_there_are_doubles() -> None:
+    assert {path.stem for path in DOUBLES} >= {"azure-ubuntu-hpc-2404", "gcp-ubuntu-accelerator-2404-580"}
+
+
+@pytest.mark.parametrize("path", DOUBLES, ids=lambda path: path.stem)
+def test_double_follows_its_manifest(path: Path) -> None:
+    double = _load(path)
+    assert double["manifest"] == path.stem
+    manifest = _load(IMAGES / "manifests" / f"{path.stem}.yml")
+    recorded = {entry["name"]: entry for entry in manifest.get("packages") or []}
+    for entry in double.get("packages") or []:
+        where = f"{path.name}: {entry['name']}"
+        section, _sep, key = str(entry.get("manifest", "")).partition(":")
+        assert section == "packages" and key in recorded, f"{where}: names no package line of the manifest"
+        assert fnmatch.fnmatchcase(entry["name"], key), f"{where}: is not what manifest line {key} names"
+        line = recorded[key]
+        open_values = [field for field in ("version", "held") if line.get(field) == UNVERIFIED]
+        if line.get("version") != UNVERIFIED and "version not recorded" not in str(line.get("version")):
+            assert entry["version"] == line["version"], f"{where}: version differs from the manifest's"
+        if line.get("held") != UNVERIFIED:
+            assert bool(entry.get("held")) is bool(line["held"]), f"{where}: hold differs from the manifest's"
+        picked = open_values if key == entry["name"] else ["name", *open_values]
+        if picked or "not recorded" in str(line.get("version")):
+            assert entry.get("unverified"), f"{where}: picks {picked or ['version']} without saying UNVERIFIED"
+    for name in double.get("repositories") or []:
+        assert (IMAGES / "index" / f"{name}.yml").is_file(), f"{path.name}: no index excerpt {name}"
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+def test_context_builds_packages_holds_files_and_units(tmp_path: Path) -> None:
+    spec = IMAGES / "doubles" / "azure-ubuntu-hpc-2404.yml"
+    image_double.context(spec, tmp_path / "context")
+    debs = sorted(deb.name for deb in (tmp_path / "context" / "debs").iterdir())
+    assert "libnccl2_2.30.4-1+cuda13.0_all.deb" in debs
+    setup = (tmp_path / "context" / "setup.sh").read_text()
+    assert "printf '%s hold\\n' libnccl2 libnccl-dev | dpkg --set-selections" in setup
+    assert "systemctl enable nvidia-fabricmanager.service sku-customizations.service" in setup
+    unit = tmp_path / "context" / "rootfs" / "etc" / "systemd" / "system" / "sku-customizations.service"
+    assert "ExecStop=/usr/sbin/remove_sku_customizations.sh" in unit.read_text()
+    assert (tmp_path / "context" / "rootfs" / "usr" / "sbin" / "setup_sku_customizations.sh").stat().st_mode & 0o111
+
+
+def test_repos_offer_every_recorded_version(tmp_path: Path) -> None:
+    out = tmp_path / "repos.yml"
+    image_double.repos(DOUBLES, out)
+    repositories = {repo["path"]: repo for repo in _load(out)["repositories"]}
+    cuda = repositories["compute/cuda/repos/ubuntu2404/x86_64"]
+    assert cuda["layout"] == "flat" and cuda["key_name"] == "3bf863cc.pub"
+    offered = {(package["name"], package["version"]) for package in cuda["packages"]}
+    assert ("libnccl2", "2.27.5-1+cuda12.9") in offered
+    assert ("nvidia-fabricmanager", "580.126.20-1") in offered
+    # An UNVERIFIED version is not offered: nothing says what the string is.
+    assert not any(name == "nvidia-driver-pinning-580.173.02" for name, _version in offered)
+    assert repositories["ubuntu/noble"]["suites"] == ["noble"]
