@@ -317,8 +317,13 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         devices = []
     include, exclude, source = device_patterns(devices, host_plan)
     nics = host_plan.get("nics") or {}
-    # The host's names of the management NICs (the plan's nic_names), where the plan has them.
+    # The management NIC, never configured: the plan's names for it where the catalog finds it by identity (gVNIC,
+    # ENA); else the interface of the host's default route, which the management NIC carries (OCI's primary VNIC,
+    # whose kind the catalog cannot tell by identity).
     exclude_netdevs = [str(name) for name in (nics.get("management") or {}).get("interfaces") or []]
+    default_route = str((facts.get("default_ipv4") or {}).get("interface") or "")
+    if not exclude_netdevs and default_route:
+        exclude_netdevs = [default_route]
     explicit = devices and not any(set(item) & set("*?[") for item in devices)
     expect_devices = len(devices) if explicit else int((nics.get("gpu") or {}).get("count") or 0)
 

@@ -98,7 +98,7 @@ def test_role_defaults_on_oci_follow_the_catalog():
     assert (plan["trust"], plan["pfc"], plan["ecn"], plan["dscp2prio"]) == ("dscp", [], [], [])
     # Oracle's 16 rails by name: the prefix mlx5 would also take the front-end ports mlx5_2 and mlx5_11.
     # The management NIC is left out by the name the plan read from the host (nics.management.interfaces); OCI's VNIC
-    # has no identity fabric_nics reads, so none here: the rails are named exactly anyway.
+    # has no identity fabric_nics reads, so the default route's interface stands for it (none in these facts).
     assert (plan["include"], plan["exclude"], plan["exclude_netdevs"]) == (OCI_RAILS, [], [])
     assert plan["expect_devices"] == 16
     assert plan["needs_qos_tool"] is True
@@ -394,3 +394,17 @@ def test_readback_skips_a_missing_traffic_class_but_not_missing_ecn():
 )
 def test_parse_traffic_class(text, value):
     assert roce.parse_traffic_class(text) == value
+
+
+def test_without_a_management_nic_by_identity_the_default_routes_interface_is_never_configured():
+    """OCI's primary VNIC carries the default route; the plan names no management NIC there."""
+    values = settings()
+    role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
+    facts = {"os_family": "Debian", "default_ipv4": {"interface": "ens300f0", "address": "10.0.0.2"}}
+    plan = roce.plan(role_vars, values["catalog"], facts)
+    assert plan["exclude_netdevs"] == ["ens300f0"]
+    named = {
+        **values["catalog"],
+        "nics": {**values["catalog"]["nics"], "management": {"kind": "gvnic", "interfaces": ["enp0s19"]}},
+    }
+    assert roce.plan(role_vars, named, facts)["exclude_netdevs"] == ["enp0s19"]
