@@ -9,20 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpufabric.collection import plugin_utils
+from tests.unit.test_fabric_catalog import MEGA
+from tests.unit.test_fabric_catalog import override_error as error_of
 
 fabric_catalog = plugin_utils("fabric_catalog")
-CatalogError = fabric_catalog.CatalogError
-MEGA = "profiles:\n  gcp/a3-megagpu-8g:\n"
-
-
-def error_of(tmp_path: Path, text: str) -> CatalogError:
-    override = tmp_path / "override.yml"
-    override.write_text(text, encoding="utf-8")
-    with pytest.raises(CatalogError) as caught:
-        fabric_catalog.load_catalog([override])
-    assert caught.value.source == str(override)
-    assert "\n" not in str(caught.value)
-    return caught.value
 
 
 @pytest.mark.parametrize(
