@@ -170,6 +170,12 @@ def nvlsm_packages(branch: str, gpu_model: str, fabric_manager: bool) -> list[st
     return [NVLSM_PACKAGE, "libnvsdm" if int(branch) >= FM_UNSUFFIXED_FROM else f"libnvsdm-{branch}"]
 
 
+def fabric_version(name: str, fm_version: str) -> str:
+    """The version a fabric package (fabric manager, IMEX, libnvsdm, NVLSM) is pinned at: fabric manager's, any
+    revision of the driver's upstream version; NVLSM numbers its own releases, so any version ('')."""
+    return "" if name == NVLSM_PACKAGE else fm_version
+
+
 def imex_package(source: str, branch: str, distribution: str) -> str:
     """IMEX's package name: nvidia-imex from branch 580 in NVIDIA's repositories, else nvidia-imex-<branch> (as
     Ubuntu's own archive names every branch's). Raises ValueError where no IMEX package exists."""
@@ -245,7 +251,7 @@ class NvidiaDriverPlan(TypedDict):
     nvlsm_packages: list[str]  # NVLink-5 with fabric manager: nvlsm (any version, held) and libnvsdm (driver's)
     nvlsm_modules: list[str]  # the kernel modules fabric manager's precheck needs there, loaded at boot
     pinning_package: str | None  # nvidia-driver-pinning-<version> (branch 580 on, NVIDIA's APT repositories)
-    pinned: list[str]  # the packages pinned at the driver version: the driver's, fabric manager's and IMEX's
+    pinned: list[str]  # the driver's packages, fabric manager's, IMEX's and NVLSM's (at its own version)
     versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
     upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
     kernel_headers: list[str]  # linux-headers-<release> installed before the DKMS build
@@ -351,10 +357,8 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     nvlsm = nvlsm_packages(branch, gpu_model, fabric_manager)
     pinning = pinning_package(source, distribution, branch, version)
     driver_version, fm_version = package_versions(source, distribution, version)
-    # IMEX's and libnvsdm's version is fabric manager's: any revision of the driver's upstream version; NVLSM's is
-    # its own (any version, the newest offered, then held).
     own = [name for name in (fm, imex_pkg, *nvlsm) if name]
-    versions = dict.fromkeys(packages, driver_version) | dict.fromkeys(own, fm_version) | dict.fromkeys(nvlsm[:1], "")
+    versions = dict.fromkeys(packages, driver_version) | {name: fabric_version(name, fm_version) for name in own}
     extras = settings.get("extra_packages") or {}
     if not isinstance(extras, dict):
         raise ValueError(
@@ -543,9 +547,9 @@ def _adopt(
         # What the image lacks, at the shipped driver's version as NVIDIA publishes it on this distribution, from
         # the CUDA repository lowered for everything else.
         driver_version, fm_version = package_versions(source, str(facts.get("distribution", "")), shipped)
-        # Fabric manager's own (IMEX, libnvsdm) at its version, NVLSM at any, the extras at the driver's.
+        # The fabric packages as in install mode, the extras at the driver's version.
         wanted = {
-            package: pin or ("" if package == NVLSM_PACKAGE else fm_version if package in fabric else driver_version)
+            package: pin or (fabric_version(package, fm_version) if package in fabric else driver_version)
             for package, pin in wanted.items()
         }
         url, key_url, keys, repositories = cuda_repo.source(settings, facts, "nvidia_driver")
