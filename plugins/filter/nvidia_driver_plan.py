@@ -8,14 +8,17 @@ version_added: "0.9.0"
 short_description: Everything the nvidia_driver role installs, and its checks
 description:
   - Takes the role's settings and the host's facts and returns the packages with the exact versions the
-    repository publishes on the host's distribution, the fabric manager and pinning packages, the kernel headers,
-    the CUDA repository URL and key, the hold method, and C(supply), the steps the role hands to repo_key and
-    vendor_packages unchanged; C(warnings), and C(errors) naming the first bad value and what is accepted.
+    repository publishes on the host's distribution, the fabric manager and pinning packages, the kernel headers
+    and the running kernel's compiler, the CUDA repository URL and key, the hold method, and C(supply), the steps
+    the role hands to repo_key and vendor_packages unchanged; C(warnings), and C(errors) naming the first bad value
+    and what is accepted.
   - The role does not read the catalog; its settings come from its own variables (site.yml maps the profile's GPU
     model and NVSwitch into them).
 options:
   _input:
-    description: The role's variables without the C(nvidia_driver_) prefix (C(nvidia_driver__settings)).
+    description:
+      - The role's variables without the C(nvidia_driver_) prefix (C(nvidia_driver__settings)), and
+        C(kernel_version_text), the host's C(/proc/version), from which C(kernel_compiler) is read.
     type: dict
     required: true
   plan:
@@ -46,8 +49,8 @@ _value:
     - The C(NvidiaDriverPlan) of plugins/module_utils/nvidia_driver.py, keys C(errors) (empty when the inputs are
       acceptable), C(warnings), C(family), C(packages), C(fabricmanager_package), C(imex_package),
       C(nvlsm_packages) and C(nvlsm_modules) (NVLink-5 baseboards with fabric manager), C(pinning_package), C(pinned),
-      C(versions), C(upstream_version), C(kernel_headers), C(cuda_repo_url), C(cuda_repo_key_url), C(lock),
-      C(initramfs_command), C(supply) (a list of supply_chain.PackageStep).
+      C(versions), C(upstream_version), C(kernel_headers), C(kernel_compiler), C(cuda_repo_url),
+      C(cuda_repo_key_url), C(lock), C(initramfs_command), C(supply) (a list of supply_chain.PackageStep).
   type: dict
 """
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import adopt, cuda_repo, kernel_build, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.adopt import Adoption
 from ansible_collections.gpufabric.cluster.plugins.module_utils.cuda_repo import CUDA_REPO_NAME, family
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import AptPin, PackagePin, PackageStep
@@ -255,6 +255,7 @@ class NvidiaDriverPlan(TypedDict):
     versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
     upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
     kernel_headers: list[str]  # linux-headers-<release> installed before the DKMS build
+    kernel_compiler: str | None  # gcc-<N> that built the running kernel (kernel_build), installed with the headers
     cuda_repo_url: str  # empty unless nvidia_driver_source is cuda_repo
     cuda_repo_key_url: str
     lock: str  # dpkg_hold or dnf_versionlock
@@ -283,6 +284,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "versions": {},
         "upstream_version": "",
         "kernel_headers": [],
+        "kernel_compiler": None,
         "cuda_repo_url": "",
         "cuda_repo_key_url": "",
         "lock": "",
@@ -373,10 +375,12 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     repository = CUDA_REPO_NAME if source == "cuda_repo" else ""
     warnings: list[str] = []
     headers = _kernel_headers(settings, facts, warnings) if fam != "redhat" else []
+    compiler = _kernel_compiler(settings, headers)
 
-    # Headers and NVIDIA's pinning package go first, in a step of their own: DKMS builds when the driver's packages
-    # are configured, and apt resolves the driver's >= dependencies by the preferences the pinning package installs.
-    first = [supply_chain.package(name, hold=False) for name in headers]
+    # Headers, the kernel's compiler and NVIDIA's pinning package go first, in a step of their own: DKMS builds when
+    # the driver's packages are configured, and apt resolves the driver's >= dependencies by the preferences the
+    # pinning package installs.
+    first = [supply_chain.package(name, hold=False) for name in _build_packages(headers, compiler)]
     if pinning:
         first.append(supply_chain.package(pinning, repository=repository))
     steps: list[PackageStep] = []
@@ -409,6 +413,7 @@ def _decide(settings: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         "versions": {**{package["name"]: "" for package in first}, **versions},
         "upstream_version": upstream_version(version),
         "kernel_headers": headers,
+        "kernel_compiler": compiler,
         "cuda_repo_url": repo_url,
         "cuda_repo_key_url": key_url,
         "lock": version_lock_method(distribution),
@@ -429,7 +434,8 @@ def _adopt(
 ) -> dict[str, Any]:
     """Adopt mode: the install plan when the image ships no driver; else the image's driver accepted (held at its
     installed versions, only what it lacks installed) or refused (Refused, naming the package and the way out)."""
-    headers = [supply_chain.package(name, hold=False) for name in install["kernel_headers"]]
+    build = _build_packages(install["kernel_headers"], install["kernel_compiler"])
+    headers = [supply_chain.package(name, hold=False) for name in build]
     headers_only = [supply_chain.step(headers, preferences="")] if headers else []
     installed = adopt.installed_versions(facts)
     if installed is None:
@@ -462,7 +468,7 @@ def _adopt(
             package["name"]
             for step in install["supply"]
             for package in step["packages"]
-            if package["name"] not in install["kernel_headers"]
+            if package["name"] not in build
         ]
         return install | {"adopt": adopt.adoption("adopt", known=True, missing=missing)}
 
@@ -536,6 +542,7 @@ def _adopt(
         "pinning_package": None,
         "pinned": sorted(shipped_set) + list(own),
         "kernel_headers": [] if precompiled else install["kernel_headers"],
+        "kernel_compiler": None if precompiled else install["kernel_compiler"],
         "upstream_version": shipped,
         "cuda_repo_url": "",
         "cuda_repo_key_url": "",
@@ -596,6 +603,19 @@ def _adopt(
     result["supply"] = steps
     result["adopt"] = adopt.adoption("adopt", known=True, found=shipped_set | adopted, missing=list(wanted))
     return result
+
+
+def _build_packages(headers: list[str], compiler: str | None) -> list[str]:
+    """What DKMS needs before the driver's packages: the kernels' headers and the running kernel's compiler."""
+    return headers + ([compiler] if compiler else [])
+
+
+def _kernel_compiler(settings: dict[str, Any], headers: list[str]) -> str | None:
+    """gcc-<N> that built the running kernel, where the role installs its headers live (not in a bake: the image's
+    kernels are not the one running). From ``kernel_version_text``, /proc/version as the role reads it."""
+    if settings.get("bake", False) or not headers:
+        return None
+    return kernel_build.compiler_package(str(settings.get("kernel_version_text") or ""))
 
 
 def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: list[str]) -> list[str]:

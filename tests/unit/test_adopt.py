@@ -395,3 +395,8 @@ def test_a_dkms_driver_set_gets_the_running_kernels_headers_first():
     assert nd.DKMS_PACKAGE.search("nvidia-kernel-open-dkms") and not nd.DKMS_PACKAGE.search(
         "nvidia-headless-no-dkms-570-server-open"
     )
+    # On a 22.04 HWE kernel the same step brings the kernel's gcc-12 (plugins/module_utils/kernel_build.py); the
+    # precompiled set of GCP's images builds nothing and needs neither.
+    hwe = "Linux version 6.8.0-1015-gcp (x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0, GNU ld)"
+    assert names(plan(dkms, kernel_version_text=hwe)["supply"][0]) == {HEADERS: "", "gcc-12": ""}
+    assert plan(GCP_LIKE | OTHERS, kernel_version_text=hwe)["kernel_compiler"] is None

@@ -510,3 +510,38 @@ def test_no_nvlsm_without_an_nvlink5_baseboard_running_fabric_manager(gpu_model,
     assert result["errors"] == []
     assert (result["nvlsm_packages"], result["nvlsm_modules"]) == ([], [])
     assert "nvlsm" not in result["versions"]
+
+
+# /proc/version as the kernels recorded in NVIDIA/gpu-driver-container PR #20 print it, and a Debian 12 kernel's.
+HWE_GCP_2204 = (
+    "Linux version 6.2.0-1019-gcp (buildd@lcy02-amd64-032) (x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) "
+    "12.3.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #21~22.04.1-Ubuntu SMP Thu Nov 16 18:18:34 UTC 2023"
+)
+GA_2204 = (
+    "Linux version 5.15.0-101-generic (buildd@lcy02-amd64-032) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, "
+    "GNU ld (GNU Binutils for Ubuntu) 2.38) #111-Ubuntu SMP Tue Mar 5 20:16:58 UTC 2024"
+)
+DEBIAN_12 = (
+    "Linux version 6.1.0-37-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14+deb12u1) 12.2.0, "
+    "GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.140-1 (2025-05-22)"
+)
+CUSTOM = "Linux version 6.18.44-fc-v1272 (builder@sandboxing) (gcc (GCC) 15.3.0, GNU ld (GNU Binutils) 2.46) #1 SMP"
+
+
+@pytest.mark.parametrize(
+    ("text", "compiler"),
+    [(HWE_GCP_2204, "gcc-12"), (GA_2204, "gcc-11"), (DEBIAN_12, "gcc-12"), (CUSTOM, None), ("", None)],
+)
+def test_the_headers_step_installs_the_compiler_that_built_the_running_kernel(text, compiler):
+    result = nd.plan({**SETTINGS, "kernel_version_text": text}, None, recorded_facts("ubuntu2204"))
+    assert result["errors"] == [] and result["kernel_compiler"] == compiler
+    first = [package["name"] for package in result["supply"][0]["packages"]]
+    assert first[: len(result["kernel_headers"])] == result["kernel_headers"]
+    assert (compiler in first) if compiler else not any(name.startswith("gcc") for name in first)
+    if compiler:
+        assert result["versions"][compiler] == ""  # any version the archive has, not held
+
+
+def test_a_bake_plans_no_compiler_from_the_build_hosts_kernel():
+    settings = {**SETTINGS, "bake": True, "bake_kernels": ["6.1.0-37-amd64"], "kernel_version_text": HWE_GCP_2204}
+    assert nd.plan(settings, None, recorded_facts("debian12"))["kernel_compiler"] is None
