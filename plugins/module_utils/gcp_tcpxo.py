@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import kernel_build, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
     IMAGE_NAME,
@@ -456,8 +456,11 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         if "/" in name or not name:
             errors.append(f"gcp_tcpxo_rxdm_driver_libraries entry {name!r} is not accepted; accepted: a file name")
     lib_source = str(settings.get("rxdm_driver_lib_dir") or os_settings["driver_lib_dir"])
-    # podman runs the images, iptables the firewall rule; dkms and the kernel headers build the import-helper module.
-    build = os_settings["dkms_packages"] + os_settings["kernel_header_packages"]
+    # podman runs the images, iptables the firewall rule; dkms, the kernel headers and the compiler that built the
+    # running kernel (kernel_build: 24.04's HWE kernels are not built with the release's default gcc) build the
+    # import-helper module.
+    compiler = kernel_build.compiler_package(str(settings.get("kernel_version_text") or ""))
+    build = os_settings["dkms_packages"] + os_settings["kernel_header_packages"] + ([compiler] if compiler else [])
     steps = installs(settings, os_settings["packages"] + (build if settings.get("kernel_headers") else []))
     return {
         "errors": errors,

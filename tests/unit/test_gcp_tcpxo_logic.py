@@ -387,6 +387,10 @@ def test_the_plan_installs_the_build_packages_only_with_kernel_headers():
     plan = tcpxo.plan({**SETTINGS, "kernel_headers": False, "ar_transport": False}, catalog_plan(), DEBIAN12)
     assert [pin["name"] for pin in plan["first_install"]["packages"]] == ["podman", "iptables"]
     assert plan["first_install"]["repositories"] == plan["first_install"]["keys"] == []
+    # With the compiler that built the running kernel where a distribution's gcc did (Debian 12's: gcc-12).
+    debian_kernel = "Linux version 6.1.0-37-cloud-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) 12"
+    plan = tcpxo.plan({**SETTINGS, "kernel_version_text": debian_kernel}, catalog_plan(), DEBIAN12)
+    assert [pin["name"] for pin in plan["first_install"]["packages"]][-1] == "gcc-12"
 
 
 def test_unpinned_transport_is_installed_once_and_not_held():
