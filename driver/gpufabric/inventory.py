@@ -101,19 +101,23 @@ def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] 
 
         env = base_env()
     env = {**env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
-    arguments = ["--list", "-i", source(inventory)] + (["--limit", ",".join(limit)] if limit else [])
     # ansible-runner's run_command, not its get_inventory: get_inventory takes no --limit, gives no exit code and
     # looks ansible-inventory up on this process's PATH only (a pipx or cron gpufabric has no venv there).
-    # Our own private data directory: ansible-runner would leave its temporary one behind.
+    # Our own private data directory: ansible-runner would leave its temporary one behind. The inventory goes to a
+    # file there, not to stdout: ansible-runner turns every line of stdout into an event it writes to disk, which
+    # cost more than ansible-inventory itself on a large fleet (bench/plan_scale.py).
     with tempfile.TemporaryDirectory(prefix="gpufabric-inventory-") as private_dir:
-        out, errors, rc = run_command(
+        listing = Path(private_dir) / "inventory.json"
+        arguments = ["--list", "--output", str(listing), "-i", source(inventory)]
+        _out, errors, rc = run_command(
             _ansible_inventory(env),
-            arguments,
+            arguments + (["--limit", ",".join(limit)] if limit else []),
             envvars=env,
             private_data_dir=private_dir,
             runner_mode="subprocess",
             quiet=True,
         )
+        out = listing.read_text(encoding="utf-8") if rc == 0 and listing.is_file() else ""
     if rc != 0:
         raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, errors or '', rc)}")
     try:
