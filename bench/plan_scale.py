@@ -24,9 +24,11 @@ BIN = Path(sys.executable).parent
 
 
 def write_fleet(path: Path, hosts: int) -> None:
-    """A fleet cycling through every catalog profile, plus some unknown instance types."""
+    """A fleet cycling through every catalog profile, plus some unknown instance types. Hosts of rack-scale NVLink
+    profiles fill their NVLink domains in order (a plan without one exits 1)."""
     catalog = plugin_utils("fabric_catalog").load_catalog()
     kinds = [catalog.get(name) for name in catalog.names()]
+    seen: dict[str, int] = {}
     lines = ["all:", "  hosts:"]
     for index, profile in zip(range(hosts), itertools.cycle([*kinds, None])):
         cloud, instance = (profile["cloud"], profile["instance_type"]) if profile else ("gcp", "n2-standard-8")
@@ -35,6 +37,10 @@ def write_fleet(path: Path, hosts: int) -> None:
             f"      gpufabric_cloud: {cloud}",
             f"      gpufabric_instance_type: {instance}",
         ]
+        if profile and profile.get("nvlink"):
+            per_domain = profile["nvlink"]["domain_gpus"] // profile["gpu"]["count"]
+            number = seen[instance] = seen.get(instance, -1) + 1
+            lines.append(f"      gpufabric_nvlink_domain: {cloud}-{instance}-{number // per_domain}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
