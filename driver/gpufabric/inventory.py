@@ -29,6 +29,9 @@ _PLUGIN_FAILURE = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\
 # Which plugin's complaint is the one to show, by the file's suffix (the others failed only because
 # the file was not theirs: the ini plugin always objects to a YAML file).
 _PLUGIN_FOR_SUFFIX = {".yml": ("yaml", "auto"), ".yaml": ("yaml", "auto"), ".json": ("yaml", "auto"), ".ini": ("ini",)}
+# What the yaml plugin says of a file that names an inventory plugin (`plugin: ...`): the file was not its own, and
+# the cause is what the plugin the file names said, through the auto plugin (or by its own name where enabled).
+_NOT_YAML_INVENTORY = "Plugin configuration YAML file, not YAML inventory"
 # Ansible's own last words, shown only when nothing better was said.
 _ERROR_LINE = re.compile(r"^\[ERROR\]: (.+)$", re.MULTILINE)
 
@@ -53,6 +56,9 @@ def _cause(inventory: str, stderr: str, returncode: int) -> str:
         except OSError as exc:
             return f"cannot read it: {exc.strerror or exc}"
     failures = dict(_PLUGIN_FAILURE.findall(stderr))
+    if failures.get("yaml") == _NOT_YAML_INVENTORY and len(failures) > 1:
+        failures.pop("yaml")
+        failures.pop("ini", None)  # the ini plugin objects to every YAML file
     for plugin in _PLUGIN_FOR_SUFFIX.get(path.suffix.lower(), ("ini", "yaml", "auto")):
         if plugin in failures:
             return f"{failures[plugin]} ({plugin} inventory plugin)"

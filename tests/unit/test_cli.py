@@ -124,6 +124,16 @@ def test_plan_unreadable_inventory(gpufabric, tmp_path):
     assert_clean_error(gpufabric("plan", "-i", str(tmp_path / "missing.yml")), "cannot read inventory")
 
 
+def test_an_inventory_plugins_own_error_is_shown(gpufabric, tmp_path):
+    """Not the yaml plugin's "Plugin configuration YAML file, not YAML inventory", which only says the file was
+    meant for another plugin (issue 42: every gpu_fleet configuration error read that way)."""
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    config.write_text("plugin: gpufabric.cluster.gpu_fleet\nsource: nocloud\n", encoding="utf-8")
+    result = gpufabric("plan", "-i", str(config))
+    assert_clean_error(result, "Invalid value 'nocloud' for config 'source'", "(auto inventory plugin)")
+    assert "not YAML inventory" not in result.stderr
+
+
 def test_malformed_catalog_override_from_option(gpufabric, tmp_path):
     bad = tmp_path / "site.yml"
     bad.write_text("profiles:\n  aws/p5.48xlarge:\n    fabric: warp\n", encoding="utf-8")
