@@ -15,6 +15,12 @@ gigabytes of memory. Each limit is checked as early as it can be:
 Errors are YAMLFileError(source, where, reason): ``where`` is "line L, column C" where known. Callers
 turn them into their own error type (CatalogError, DiscoveryError, UserError) unchanged.
 
+Plain scalars resolve as YAML 1.2's core schema, not PyYAML's YAML 1.1: ``010`` is ten (not octal eight),
+``1:30`` and ``yes`` are text (not ninety seconds and true), ``2026-12-07`` is text (not a date); only
+``true``/``false`` are booleans and ``0o``/``0x`` mark octal and hexadecimal. The values of the mappings named in
+``text_maps`` (the catalog's ``env`` and ``k8s_env``) are text exactly as written wherever YAML would read a
+number: ``NCCL_IB_TC: 041`` is "041", ``NCCL_X: 1e3`` is "1e3".
+
 libyaml's C parser is used where PyYAML has it (the scanner and parser are the slow part); composing
 and constructing stay in Python so that the limits apply. PyYAML is imported only when a document is
 loaded.
@@ -73,6 +79,8 @@ def _mark_position(mark: Any) -> str:
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *base` may repeat: each merges one more mapping
+STR_TAG = "tag:yaml.org,2002:str"
+NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 # Tests turn this off to run the pure-Python parser, the one a controller without libyaml has.
 PREFER_LIBYAML = True
@@ -85,16 +93,34 @@ def _loader_class(libyaml: bool) -> Any:
     from yaml.composer import Composer
     from yaml.constructor import ConstructorError, SafeConstructor
     from yaml.events import AliasEvent, CollectionStartEvent
-    from yaml.nodes import ScalarNode
+    from yaml.nodes import MappingNode, ScalarNode
     from yaml.parser import Parser
     from yaml.reader import Reader
-    from yaml.resolver import Resolver
+    from yaml.resolver import BaseResolver
     from yaml.scanner import Scanner
 
     # PyYAML built without libyaml has no yaml._yaml: then the pure-Python parser, about six times slower.
     c_parser = getattr(getattr(yaml, "_yaml", None), "CParser", None) if libyaml else None
 
+    class CoreResolver(BaseResolver):  # type: ignore[misc]
+        """YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2) for plain scalars; everything else is text."""
+
+    for tag, pattern, first in (
+        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+        (
+            "float",
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+            "-+.0123456789",
+        ),
+        ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+        ("merge", r"^(?:<<)$", "<"),
+    ):
+        CoreResolver.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern), list(first))
+
     class BoundedComposer(Composer):  # type: ignore[misc]
+        text_maps: tuple[str, ...] = ()
+
         def __init__(self) -> None:
             super().__init__()
             self._depth = 0
@@ -147,9 +173,23 @@ def _loader_class(libyaml: bool) -> Any:
                             f"key {key.value[:60]!r} is given twice (first at line {first.line + 1}); "
                             "accepted: each key once",
                         )
+            # The values of a text map stay as written where YAML would read a number (booleans and nulls still
+            # read as such, for the caller to refuse or keep).
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.value in self.text_maps and isinstance(value, MappingNode):
+                    for _name, item in value.value:
+                        if isinstance(item, ScalarNode) and not item.style and item.tag in NUMBER_TAGS:
+                            item.tag = STR_TAG
             return node
 
     class BoundedConstructor(SafeConstructor):  # type: ignore[misc]
+        def construct_core_int(self, node: Any) -> int:
+            """YAML 1.2 core integers: decimal (leading zeros too), 0o octal, 0x hexadecimal."""
+            text = self.construct_scalar(node)
+            sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+            base = {"0o": 8, "0x": 16}.get(digits[:2], 10)
+            return sign * int(digits[2:] if base != 10 else digits, base)
+
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
                 return super().construct_object(node, deep)
@@ -160,33 +200,36 @@ def _loader_class(libyaml: bool) -> Any:
                 shown = repr(value if len(value) <= 40 else value[:40] + "...")
                 raise ConstructorError(None, None, f"cannot read {shown}: {exc}", node.start_mark) from None
 
+    BoundedConstructor.add_constructor("tag:yaml.org,2002:int", BoundedConstructor.construct_core_int)
+
     # The composer comes first so that its get_single_node wins over CParser's (which composes in C,
     # without the limits); the parser only supplies events.
     if c_parser is not None:
 
-        class BoundedLoader(BoundedComposer, c_parser, BoundedConstructor, Resolver):  # type: ignore[misc]
+        class BoundedLoader(BoundedComposer, c_parser, BoundedConstructor, CoreResolver):  # type: ignore[misc]
             def __init__(self, stream: str) -> None:
                 c_parser.__init__(self, stream)
                 BoundedComposer.__init__(self)
                 BoundedConstructor.__init__(self)
-                Resolver.__init__(self)
+                CoreResolver.__init__(self)
 
     else:
 
-        class BoundedLoader(BoundedComposer, Reader, Scanner, Parser, BoundedConstructor, Resolver):  # type: ignore[misc,no-redef]
+        class BoundedLoader(BoundedComposer, Reader, Scanner, Parser, BoundedConstructor, CoreResolver):  # type: ignore[misc,no-redef]
             def __init__(self, stream: str) -> None:
                 Reader.__init__(self, stream)
                 Scanner.__init__(self)
                 Parser.__init__(self)
                 BoundedComposer.__init__(self)
                 BoundedConstructor.__init__(self)
-                Resolver.__init__(self)
+                CoreResolver.__init__(self)
 
     return BoundedLoader
 
 
-def load_text(text: str, source: str) -> Any:
-    """Parse one YAML document from ``text`` within the limits; ``source`` names it in errors."""
+def load_text(text: str, source: str, text_maps: tuple[str, ...] = ()) -> Any:
+    """Parse one YAML document from ``text`` within the limits; ``source`` names it in errors. The values of
+    mappings under a key in ``text_maps`` are text as written wherever YAML would read a number."""
     import yaml
 
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
@@ -200,6 +243,7 @@ def load_text(text: str, source: str) -> Any:
             f"binary content: control character U+{ord(char):04X} {char!r}; accepted: UTF-8 text",
         )
     loader = _loader_class(PREFER_LIBYAML)(text)
+    loader.text_maps = text_maps
     try:
         return loader.get_single_data()
     except _Refused as exc:
@@ -228,7 +272,7 @@ def _not_regular(mode: int) -> str:
     return next((what for test, what in kinds if test(mode)), "" if stat.S_ISREG(mode) else "is not a file")
 
 
-def load_file(path: str | Path) -> Any:
+def load_file(path: str | Path, text_maps: tuple[str, ...] = ()) -> Any:
     """Read and parse a YAML file: at most MAX_BYTES of strict UTF-8 text, then load_text.
 
     Only a regular file (or a link to one): a directory, FIFO, socket or device is refused before any
@@ -258,4 +302,4 @@ def load_file(path: str | Path) -> Any:
         raise YAMLFileError(
             source, f"line {line}, column {column}", f"not UTF-8: byte 0x{data[exc.start]:02x}; accepted: UTF-8 text"
         ) from None
-    return load_text(text, source)
+    return load_text(text, source, text_maps)

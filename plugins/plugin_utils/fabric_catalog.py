@@ -795,7 +795,7 @@ def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
     """The file's sections, each a mapping by name (empty when the file has none)."""
     source = str(path)
     try:
-        data = load_file(path)
+        data = load_file(path, text_maps=("env", "k8s_env"))  # environment values are text as written
     except YAMLFileError as exc:
         raise CatalogError(exc.source, exc.where, exc.reason) from None
     if not isinstance(data, dict) or not any(isinstance(data.get(section), dict) for section in SECTIONS):

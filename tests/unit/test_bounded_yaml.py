@@ -166,7 +166,8 @@ def test_unreadable_files(tmp_path: Path) -> None:
         ("a: *nope\n", "line 1, column 4", "not valid YAML: found undefined alias 'nope'"),
         ("a: &x 1\nb: &x 2\n", "line 2, column 4", "found duplicate anchor 'x'; first occurrence at line 1"),
         ("--- 1\n--- 2\n", "line 2, column 1", "expected a single document in the stream"),
-        ("when: 2026-13-45\n", "line 1, column 7", "cannot read '2026-13-45': month must be in 1..12"),
+        # A plain date is text (YAML 1.2 core); a date asked for by tag is still read, and refused when it is none.
+        ("when: !!timestamp 2026-13-45\n", "line 1, column 7", "cannot read '2026-13-45': month must be in 1..12"),
         ("n: " + "9" * 5000 + "\n", "line 1, column 4", "Exceeds the limit (4300 digits)"),
         ("b: !!binary 'zz!'\n", "line 1, column 4", "failed to decode base64 data"),
         ("x: !!python/object/apply:os.system [id]\n", "line 1, column 4", "could not determine a constructor"),
@@ -225,3 +226,33 @@ def test_a_catalog_override_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(fabric_catalog.CatalogError, match=r"is a FIFO \(named pipe\), not a regular file"):
         fabric_catalog.load_catalog(fabric_catalog.override_files_from_env({"GPUFABRIC_CATALOG": str(fifo)}))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("010", 10),  # YAML 1.1: octal 8
+        ("0o10", 8),
+        ("0x1f", 31),
+        ("-7", -7),
+        ("1e3", 1000.0),  # YAML 1.1: text
+        (".inf", float("inf")),
+        ("1:30", "1:30"),  # YAML 1.1: 90 (sexagesimal)
+        ("yes", "yes"),  # YAML 1.1: true
+        ("off", "off"),  # YAML 1.1: false
+        ("True", True),
+        ("2026-12-07", "2026-12-07"),  # YAML 1.1: a date
+        ("1_000", "1_000"),  # YAML 1.1: 1000
+        ("~", None),
+        ("'010'", "010"),
+    ],
+)
+def test_plain_scalars_resolve_as_yaml_1_2_core(text, value):
+    assert bounded_yaml.load_text(f"a: {text}\n", "f.yml") == {"a": value}
+
+
+def test_the_values_of_text_maps_stay_as_written():
+    text = "env: {A: 010, B: 1e3, C: 22, D: 0.50, E: yes, F: true, G: null, H: '7'}\nn: 010\nother: {A: 010}\n"
+    data = bounded_yaml.load_text(text, "f.yml", text_maps=("env",))
+    assert data["env"] == {"A": "010", "B": "1e3", "C": "22", "D": "0.50", "E": "yes", "F": True, "G": None, "H": "7"}
+    assert (data["n"], data["other"]) == (10, {"A": 10})  # only the named maps

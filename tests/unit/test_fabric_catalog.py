@@ -207,7 +207,7 @@ def test_override_files_from_env_splits_like_path(tmp_path):
         (
             "profiles:\n  baremetal/hgx-h100-ib-ndr:\n    host_tuning: {acs: off, source: x}\n",
             "profiles.baremetal/hgx-h100-ib-ndr.host_tuning.acs",
-            "False is not accepted; accepted: disabled",
+            "'off' is not accepted; accepted: disabled",  # YAML 1.2 core: text, as written
         ),
         (
             "profiles:\n  baremetal/hgx-h100-ib-ndr:\n    host_tuning: {cpu_governor: 'Turbo Boost', source: x}\n",
