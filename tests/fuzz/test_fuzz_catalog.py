@@ -48,7 +48,11 @@ YAML_FAULTS: list[tuple[str, str | bytes, str]] = [
     ("alias-bomb", billion_laughs(""), "line 6, column 63: more than 1,000,000 nodes with aliases expanded"),
     ("recursive-alias", "hosts: &h [*h]\n", "line 1, column 12: alias *h refers to its own anchor"),
     ("oversize", "# padding\n" * (MAX_BYTES // 10 + 1), "larger than 4,194,304 bytes"),
-    ("bad-date", "hosts: []\nwhen: !!timestamp 2026-13-45\n", "line 2, column 7: not valid YAML: cannot read '2026-13-45'"),
+    (
+        "bad-date",
+        "hosts: []\nwhen: !!timestamp 2026-13-45\n",
+        "line 2, column 7: not valid YAML: cannot read '2026-13-45'",
+    ),
     ("huge-int", "hosts: []\nn: " + "9" * 5000 + "\n", "line 2, column 4: not valid YAML: cannot read '9999"),
 ]
 
