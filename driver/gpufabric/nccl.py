@@ -48,7 +48,11 @@ def parse_file(path: Path) -> list[dict[str, Any]]:
         data = read_output(path)
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    runs: list[dict[str, Any]] = module_utils("nccl_output").parse_runs(data)
+    nccl_output = module_utils("nccl_output")
+    if problem := nccl_output.text_problem(data):
+        # Not a run that failed: a file that is no output at all (a binary, an archive) is bad input.
+        raise UserError(f"{path}: {problem}; accepted: nccl-tests output (its stdout, or its -J JSON file)")
+    runs: list[dict[str, Any]] = nccl_output.parse_runs(data)
     return runs
 
 

@@ -776,6 +776,11 @@ def _decode(data: str | bytes | None) -> tuple[str | None, str | None]:
     return text, None
 
 
+def text_problem(data: str | bytes | None) -> str | None:
+    """Why ``data`` is not text that could be nccl-tests output (binary, NUL bytes); None when it is text."""
+    return _decode(data)[1]
+
+
 def over_limit(size: int) -> str | None:
     """The parse error of an input of `size` bytes (or characters) when that is over MAX_INPUT_BYTES."""
     if size <= MAX_INPUT_BYTES:
