@@ -56,6 +56,8 @@ app.add_typer(lab_app, name="lab")
 # tables go to stderr, and get the same room there.
 stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+# verify --nodes: far above any fleet, so that a number beyond it is a typo, not a run of every host.
+MAX_HOSTS = 100_000
 
 CatalogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045 - typer needs Optional here on Python 3.11
@@ -343,7 +345,9 @@ def verify(
     ] = None,
     nodes: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option(min=1, help="Run on the first N hosts (of --limit's, if given; default: every host)."),
+        typer.Option(
+            min=1, max=MAX_HOSTS, help="Run on the first N hosts (of --limit's, if given; default: every host)."
+        ),
     ] = None,
     tier: Annotated[
         Optional[str],  # noqa: UP045

@@ -76,6 +76,8 @@ def parse_collectives(values: list[str] | None) -> list[str]:
     known: tuple[str, ...] = module_utils("nccl_tests_run").COLLECTIVES
     names: list[str] = []
     for value in values or []:
+        if not value.strip(" ,"):
+            raise UserError(f"--collective {value!r}: names no collective; accepted: {', '.join(known)}")
         for name in (part.strip() for part in value.split(",")):
             name = name.removesuffix("_perf")
             if not name:
