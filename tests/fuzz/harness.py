@@ -13,13 +13,17 @@ Count the cases and how many give a clear error: `python -m pytest tests/fuzz -q
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import signal
 import stat
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +69,11 @@ def _snapshot(path: Path) -> tuple[str, object]:
 STATE = "state"
 
 
-def run(case: Case, tmp: Path) -> Result:
+def run(case: Case, tmp: Path, in_process: bool = False) -> Result:
+    """Run the case's command line and assert what every bad input must give. ``in_process``: call the CLI's
+    main() in this process (a second instead of a Python start per case, for the generated suite's many cases
+    that end before any subprocess); the environment, working directory and standard streams are the case's for
+    the call, and a case that runs past its time limit fails instead of hanging the suite."""
     if case.setup is not None:
         case.setup(tmp)
     before = {name: _snapshot(tmp / name) for name in case.untouched}
@@ -77,17 +85,20 @@ def run(case: Case, tmp: Path) -> Result:
     env["XDG_STATE_HOME"] = str(tmp / STATE)
     env.update(case.env)
     env = {key: value.replace("{tmp}", str(tmp)) for key, value in env.items()}
-    done = subprocess.run(
-        [sys.executable, "-m", "gpufabric", *argv],
-        cwd=tmp,
-        env=env,
-        input=case.stdin,
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=case.timeout,
-        check=False,
-    )
+    if in_process:
+        done = _in_process(argv, tmp, env, case.timeout)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "gpufabric", *argv],
+            cwd=tmp,
+            env=env,
+            input=case.stdin,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=case.timeout,
+            check=False,
+        )
     result = Result(done.returncode, done.stdout, done.stderr, tmp)
     shown = (
         f"$ gpufabric {' '.join(argv)}\n--- exit {done.returncode}\n"
@@ -104,3 +115,38 @@ def run(case: Case, tmp: Path) -> Result:
     if case.expect is not None:
         case.expect(result)
     return result
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _in_process(argv: list[str], tmp: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    from gpufabric import cli
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise _TimedOut(f"gpufabric {' '.join(argv)} ran past {timeout:g} s")
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    code: int | str | None = 0
+    try:
+        os.chdir(tmp)
+        with (
+            mock.patch.dict(os.environ, env, clear=True),
+            mock.patch.object(sys, "argv", ["gpufabric", *argv]),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            try:
+                cli.main()
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.chdir(cwd)
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(argv, returncode, out.getvalue(), err.getvalue())
