@@ -69,7 +69,7 @@ def _snapshot(path: Path) -> tuple[str, object]:
 STATE = "state"
 
 
-def run(case: Case, tmp: Path, in_process: bool = False) -> Result:
+def run(case: Case, tmp: Path, in_process: bool = True) -> Result:
     """Run the case's command line and assert what every bad input must give. ``in_process``: call the CLI's
     main() in this process (a second instead of a Python start per case, for the generated suite's many cases
     that end before any subprocess); the environment, working directory and standard streams are the case's for
@@ -85,7 +85,7 @@ def run(case: Case, tmp: Path, in_process: bool = False) -> Result:
     env["XDG_STATE_HOME"] = str(tmp / STATE)
     env.update(case.env)
     env = {key: value.replace("{tmp}", str(tmp)) for key, value in env.items()}
-    if in_process:
+    if in_process and case.stdin is None:
         done = _in_process(argv, tmp, env, case.timeout)
     else:
         done = subprocess.run(

@@ -139,7 +139,7 @@ CASES = _cases()
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_value_on_every_input_path(case: Case, tmp_path: Path) -> None:
-    run(Case(**{**case.__dict__, "error_line": False}), tmp_path, in_process=True)
+    run(Case(**{**case.__dict__, "error_line": False}), tmp_path)
 
 
 def _options() -> set[tuple[str, str]]:
