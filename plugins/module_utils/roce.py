@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the roce role checks and configures on a RoCE host: GID table, traffic class, QoS.
 
-Pure Python (standard library only) so that the parts molecule cannot reach on real hardware are
+Pure Python (standard library and fabric_findings) so that the parts molecule cannot reach on real hardware are
 unit-tested: which RDMA devices are the GPU network, whether the GID at NCCL_IB_GID_INDEX is what
 NCCL needs, how NCCL_IB_TC becomes a DSCP and a priority, whether PFC and ECN cover that priority,
 and how values read back from sysfs compare with the configuration.
@@ -22,6 +22,8 @@ import fnmatch
 import ipaddress
 import re
 from typing import Any, TypedDict
+
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_findings
 
 TRUST = ("dscp", "pcp", "none")
 VERSIONS = {"v2": "RoCE v2", "v1": "IB/RoCE v1", "none": ""}
@@ -136,7 +138,12 @@ def _matches(name: str, patterns: list[str]) -> bool:
 def select_devices(
     hardware: dict[str, Any], include: list[str], exclude: list[str], exclude_netdevs: list[str]
 ) -> list[dict[str, Any]]:
-    """RoCE devices (ConnectX, Ethernet link layer) matching the patterns, not on an excluded netdev."""
+    """RoCE devices (ConnectX, Ethernet link layer) matching the patterns, not on an excluded netdev.
+
+    Never on the default route's interface either, whatever the patterns say: the management NIC carries it
+    (fabric_findings.default_route_nics), and on OCI bare metal it is a ConnectX port on the rails' driver.
+    """
+    exclude_netdevs = list(exclude_netdevs) + [nic["name"] for nic in fabric_findings.default_route_nics(hardware)]
     selected = []
     for device in hardware.get("rdma_devices", []) or []:
         ports = device.get("ports") or []
@@ -317,13 +324,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         devices = []
     include, exclude, source = device_patterns(devices, host_plan)
     nics = host_plan.get("nics") or {}
-    # The management NIC, never configured: the plan's names for it where the catalog finds it by identity (gVNIC,
-    # ENA); else the interface of the host's default route, which the management NIC carries (OCI's primary VNIC,
-    # whose kind the catalog cannot tell by identity).
+    # The management NIC, never configured: the plan's names for it, found by identity (gVNIC, ENA, OCI's VNIC as
+    # the default route's interface). select_devices also leaves out the default route's interface itself.
     exclude_netdevs = [str(name) for name in (nics.get("management") or {}).get("interfaces") or []]
-    default_route = str((facts.get("default_ipv4") or {}).get("interface") or "")
-    if not exclude_netdevs and default_route:
-        exclude_netdevs = [default_route]
     explicit = devices and not any(set(item) & set("*?[") for item in devices)
     expect_devices = len(devices) if explicit else int((nics.get("gpu") or {}).get("count") or 0)
 

@@ -592,6 +592,9 @@ CHANGED_SINCE_B113656 = [
         for path in ("nics.gpu.interfaces", "nics.management.interface")
     ],
     ("oci/BM.GPU.H100.8", "nics.management.interface", REMOVED),
+    # OCI's primary VNIC by identity (the default route's interface): Oracle's images name it eth0, others not.
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("oci/BM.GPU.H100.8", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     (
         "oci/BM.GPU.H100.8",
         "nics.gpu.rdma_devices",

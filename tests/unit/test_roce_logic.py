@@ -396,15 +396,25 @@ def test_parse_traffic_class(text, value):
     assert roce.parse_traffic_class(text) == value
 
 
-def test_without_a_management_nic_by_identity_the_default_routes_interface_is_never_configured():
-    """OCI's primary VNIC carries the default route; the plan names no management NIC there."""
+def test_the_default_routes_interface_is_never_configured_whatever_the_patterns():
+    """OCI bare metal's primary VNIC is a front-end ConnectX port on the rails' driver (mlx5_2 beside BM.GPU.H100.8's
+    rails): roce_devices mlx5_* would take it, but the default route's interface is the management NIC's."""
+    port = {"port": 1, "link_layer": "Ethernet"}
+    hardware = {
+        "nics": [{"name": "rdma0"}, {"name": "enp45s0f0np0"}],
+        "default_routes": ["enp45s0f0np0"],
+        "rdma_devices": [
+            {"name": "mlx5_0", "netdev": "rdma0", "ports": [port]},
+            {"name": "mlx5_2", "netdev": "enp45s0f0np0", "ports": [port]},
+        ],
+    }
+    selected = roce.select_devices(hardware, ["mlx5_*"], [], [])
+    assert [device["name"] for device in selected] == ["mlx5_0"]
+    # The plan takes the management NIC's names from the host's plan (fabric_nics), not from ansible facts.
     values = settings()
     role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
-    facts = {"os_family": "Debian", "default_ipv4": {"interface": "ens300f0", "address": "10.0.0.2"}}
-    plan = roce.plan(role_vars, values["catalog"], facts)
-    assert plan["exclude_netdevs"] == ["ens300f0"]
     named = {
         **values["catalog"],
-        "nics": {**values["catalog"]["nics"], "management": {"kind": "gvnic", "interfaces": ["enp0s19"]}},
+        "nics": {**values["catalog"]["nics"], "management": {"kind": "vnic", "interfaces": ["eth0"]}},
     }
-    assert roce.plan(role_vars, named, facts)["exclude_netdevs"] == ["enp0s19"]
+    assert roce.plan(role_vars, named, {"os_family": "Debian"})["exclude_netdevs"] == ["eth0"]
