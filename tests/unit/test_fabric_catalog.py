@@ -35,6 +35,8 @@ REQUIRED_PROFILES = [
     "nebius/gpu-h200-sxm",
     "nebius/gpu-b200-sxm",
     "oci/BM.GPU.H100.8",
+    "oci/BM.GPU.H200.8",
+    "oci/BM.GPU.B200.8",
     "baremetal/hgx-h100-ib-ndr",
     "baremetal/hgx-h100-roce-400g",
     "baremetal/hgx-h100-ib-ndr-sriov",

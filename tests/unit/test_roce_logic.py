@@ -418,3 +418,14 @@ def test_the_default_routes_interface_is_never_configured_whatever_the_patterns(
         "nics": {**values["catalog"]["nics"], "management": {"kind": "vnic", "interfaces": ["eth0"]}},
     }
     assert roce.plan(role_vars, named, {"os_family": "Debian"})["exclude_netdevs"] == ["eth0"]
+
+
+@pytest.mark.parametrize("profile", ["oci/BM.GPU.H200.8", "oci/BM.GPU.B200.8"])
+def test_ocis_hgx_h200_and_b200_take_oracles_eight_rails_and_gid_index_3(profile):
+    """oci-hpc's nccl.conf templates h200 and b200: the same 8 rails, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41."""
+    values = settings(profile)
+    plan = run(values)
+    rails = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    assert plan["errors"] == []
+    assert (plan["include"], plan["expect_devices"], plan["gid_index"], plan["catalog_tc"]) == (rails, 8, 3, 41)
+    assert values["catalog"]["env"]["NCCL_IB_HCA"] == "=" + ",".join(rails)
