@@ -320,16 +320,36 @@ def test_a_roce_v1_or_link_local_gid_is_refused(oci_facts):
 
 def test_without_an_index_any_roce_v2_ipv4_gid_will_do():
     ports = [{"port": 1, "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:0000:0000:0000:0001", "type": "RoCE v2"}]}]
-    device = {"name": "mlx5_4", "ports": ports}
-    (error,) = roce.gid_errors([device], None, True)
+    device = {"name": "mlx5_4", "netdev": "rdma2", "ports": ports}
+    (error, unaddressed) = roce.gid_errors([device], None, True)
     assert error == (
         "mlx5_4 port 1 has no RoCE v2 GID on an IPv4 address for NCCL to pick; the table has: 0 fe80::1 (RoCE v2)"
     )
+    assert unaddressed.startswith("no IPv4 address on rdma2 (mlx5_4): a RoCE v2 GID on IPv4 exists only once")
     assert roce.gid_errors([device], None, False) == []
     assert roce.gid_errors([{"name": "mlx5_5", "ports": [{"port": 1, "gids": []}]}], 3, True) == [
         "mlx5_5 port 1: GID index 3 is empty; NCCL_IB_GID_INDEX=3 needs a RoCE v2 GID on an IPv4 address there. "
-        "The table has: no valid GID"
+        "The table has: no valid GID",
+        "no IPv4 address on no interface (mlx5_5): a RoCE v2 GID on IPv4 exists only once the interface has one, "
+        "so configure their addresses first",
     ]
+
+
+def test_rails_without_an_ipv4_address_are_named_with_what_addresses_them_on_oci(oci_facts):
+    """A Canonical image on OCI: no Oracle RDMA setup, so the rails have only their link-local GIDs (0 and 1)."""
+    devices = roce.select_devices(oci_facts, ["mlx5_0", "mlx5_1", "mlx5_3"], [], [])
+    for device in devices[1:]:
+        for port in device["ports"]:
+            port["gids"] = [gid for gid in port["gids"] if not roce.is_ipv4_mapped(gid["gid"])]
+    plan = run(settings())
+    assert "oci-rdma-configure" in plan["address_setup"]
+    errors = roce.gid_errors(devices, plan["gid_index"], True, plan["address_setup"])
+    assert [error.split(":")[0] for error in errors[:-1]] == ["mlx5_1 port 1", "mlx5_3 port 1"]
+    assert errors[-1] == (
+        f"no IPv4 address on {devices[1]['netdev']} (mlx5_1), {devices[2]['netdev']} (mlx5_3): a RoCE v2 GID on IPv4 "
+        f"exists only once the interface has one, so configure their addresses first; {roce.ADDRESS_SETUP['oci']}"
+    )
+    assert run(settings("baremetal/hgx-h100-roce-400g"))["address_setup"] == ""
 
 
 def test_gid_text():
