@@ -114,9 +114,12 @@ def default_route_nics(facts: dict[str, Any]) -> list[dict[str, Any]]:
 
     The one place the idea "the management NIC carries the default route" lives: a management NIC of kind vnic is
     found so, and the roce role never configures these interfaces whatever the profile's management kind.
+
+    A default route on a virtual interface (a bond or VLAN over the NIC, which hw_facts does not list) comes back as
+    ``{"name": ...}`` alone: the name is what NCCL_SOCKET_IFNAME and the exclusion need.
     """
     by_name = {nic["name"]: nic for nic in facts.get("nics", [])}
-    return [by_name[name] for name in facts.get("default_routes") or [] if name in by_name]
+    return [by_name.get(name, {"name": name}) for name in facts.get("default_routes") or []]
 
 
 def management_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:

@@ -218,3 +218,10 @@ def test_the_default_routes_are_read_lowest_metric_first(tmp_path):
     )
     assert hw_facts.gather(str(tmp_path))["default_routes"] == ["eth0", "eth1"]
     assert hw_facts.gather(str(tmp_path / "bare"))["default_routes"] == []
+
+
+def test_a_default_route_on_a_bond_still_names_ocis_management_nic(tmp_path):
+    """hw_facts lists no virtual netdev; a bond or VLAN carrying the default route is still the one to name."""
+    facts = host(tmp_path, "oci/BM.GPU.H200.8", "oracle-gpu")
+    facts["default_routes"] = ["bond0"]
+    assert fabric_nics.resolve(plan_for("oci/BM.GPU.H200.8"), facts)["env"]["NCCL_SOCKET_IFNAME"] == "bond0"
