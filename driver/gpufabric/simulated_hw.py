@@ -16,7 +16,8 @@ How a profile becomes hardware:
 - GPUs sit two per PCIe switch; the first half of them on NUMA node 0, the rest on 1.
 - GPU-network NICs are dealt round-robin over those switches, so every GPU's switch has one.
 - NVSwitches and the management NICs each hang off their own root port (no switch), management first, so the
-  management NICs come first on the bus as GCP's control gVNIC does.
+  management NICs come first on the bus as GCP's control gVNIC does; the first carries the default route
+  (``proc/net/route``).
 - Interface names are an image's, never the catalog's (which has none): ``nic_names`` gives them per NIC group in
   PCI order (tests/fixtures/nic_names.yml holds the real images' names, with their sources); without it, the
   kernel's names: gVNICs ``eth0``, ``eth1``, ... in PCI order (as Container-Optimized OS or ``net.ifnames=0``),
@@ -489,6 +490,13 @@ def write_tree(
     management = management_interfaces(profile, nic_names)
     for index, management_name in enumerate(management):
         _management_nic(tree, profile, management_name, index)
+    # The first management NIC carries the default route, as on every cloud (what finds OCI's VNIC by identity).
+    tree.file(
+        "proc/net/route",
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        f"{management[0]}\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+        f"{management[0]}\t0000000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n",
+    )
 
     gpu_count, nic_count = profile["gpu"]["count"], profile["nics"]["gpu"]["count"]
     gpu_id = profile["gpu"].get("pci_id", DEFAULT_GPU_ID)

@@ -18,10 +18,10 @@ def roce_devices(hardware, plan):
     return roce.select_devices(hardware, plan["include"], plan["exclude"], plan["exclude_netdevs"])
 
 
-def roce_gid_errors(devices, index, require_ipv4=True):
+def roce_gid_errors(devices, index, require_ipv4=True, address_setup=""):
     if not isinstance(devices, list):
         raise AnsibleFilterError("roce_gid_errors expects a list of RDMA devices")
-    return roce.gid_errors(devices, None if index is None else int(index), bool(require_ipv4))
+    return roce.gid_errors(devices, None if index is None else int(index), bool(require_ipv4), str(address_setup or ""))
 
 
 def roce_expected_files(devices, plan, root="/"):

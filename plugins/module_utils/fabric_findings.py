@@ -29,8 +29,10 @@ REQUIRED_MODULES = {
 # What NVLSM needs on an NVLink-5 baseboard (HGX B200), whatever the fabric: fabric manager's prelaunch script finds
 # the bridges with mlx5_ib and NVLSM opens their /dev/infiniband/umad* (Fabric Manager User Guide, NVLSM section).
 NVLSM_MODULES = ("mlx5_ib", "ib_umad")
-# Management NIC kinds hw_facts identifies (by PCI id and driver): the others are found by no identity here.
-MANAGEMENT_KINDS = ("gvnic", "ena")
+# Management NIC kinds found by identity: gvnic and ena by PCI id and driver (hw_facts), vnic (OCI's primary VNIC,
+# on bare metal a front-end ConnectX port on the rails' driver) as the interface of the default route
+# (``default_route_nics``). The others are found by no identity here.
+MANAGEMENT_KINDS = ("gvnic", "ena", "vnic")
 
 
 def _finding(severity: str, check: str, subject: str, message: str) -> dict[str, str]:
@@ -107,6 +109,19 @@ def _gpu_switches(facts: dict[str, Any]) -> set[str]:
     return {gpu["pcie_switch"] for gpu in facts.get("gpus", []) if gpu.get("pcie_switch")}
 
 
+def default_route_nics(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The netdevs (``nics`` entries) that carry an IPv4 default route, lowest metric first.
+
+    The one place the idea "the management NIC carries the default route" lives: a management NIC of kind vnic is
+    found so, and the roce role never configures these interfaces whatever the profile's management kind.
+
+    A default route on a virtual interface (a bond or VLAN over the NIC, which hw_facts does not list) comes back as
+    ``{"name": ...}`` alone: the name is what NCCL_SOCKET_IFNAME and the exclusion need.
+    """
+    by_name = {nic["name"]: nic for nic in facts.get("nics", [])}
+    return [by_name.get(name, {"name": name}) for name in facts.get("default_routes") or []]
+
+
 def management_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict[str, Any]]:
     """The host's management NICs (``nics`` entries), by identity, in PCI order; [] where the kind says nothing.
 
@@ -114,12 +129,18 @@ def management_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict
     driver) that is not on a GPU's PCIe switch, where that leaves the profile's count; else the first of that kind on
     the bus. On GCP the control gVNIC is the first gVNIC on the bus (Google's images name it enp0s12 on A3 High and
     Mega, enp0s19 on A3 Ultra and A4; COS names it eth0), the GPU gVNICs sit beside the GPUs.
+
+    OCI's primary VNIC (kind ``vnic``) has no PCI identity of its own: on bare metal it is a front-end ConnectX port
+    on the same driver as the rails (mlx5_2 and mlx5_11 beside BM.GPU.H100.8's rails), which Oracle's images name
+    eth0 and others by PCI path. It is the interface of the default route (``default_route_nics``).
     """
     spec = profile["nics"]["management"]
     kind = spec["kind"]
     if kind not in MANAGEMENT_KINDS:
         return []
     count = spec.get("count", 1)
+    if kind == "vnic":
+        return default_route_nics(facts)[:count]
     candidates = sorted((nic for nic in facts.get("nics", []) if nic.get("kind") == kind), key=_pci_order)
     switches = _gpu_switches(facts)
     away = [nic for nic in candidates if nic.get("pcie_switch") not in switches]

@@ -578,6 +578,25 @@ def affinity(gpus: list[dict[str, Any]], devices: list[dict[str, Any]]) -> list[
     return result
 
 
+def default_routes(sysfs: Sysfs) -> list[str]:
+    """Interfaces with an IPv4 default route (/proc/net/route: destination and mask 0, flag RTF_UP), lowest metric
+    first. The management NIC carries it on every cloud (OCI's primary VNIC: Oracle's oci-hpc rdma-interface
+    template takes the host's address on it from ansible_default_ipv4); the table is absent in a bare tree."""
+    text = sysfs.text("/proc/net/route", required=False) or ""
+    routes: list[tuple[int, str]] = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8 or fields[1] != "00000000" or fields[7] != "00000000":
+            continue
+        try:
+            up, metric = int(fields[3], 16) & 0x1, int(fields[6])
+        except ValueError:
+            continue
+        if up and fields[0] not in (name for _metric, name in routes):
+            routes.append((metric, fields[0]))
+    return [name for _metric, name in sorted(routes)]
+
+
 def _each(sysfs: Sysfs, directory: str, read: Any) -> list[Any]:
     """``read`` for every entry of ``directory``; an entry that fails midway is reported and left out."""
     found = []
@@ -611,6 +630,7 @@ def gather(root: str = "/", packages: bool = False) -> dict[str, Any]:
         # PCI NVSwitches (HGX A100/H100/H200); NVLink-5 baseboards show theirs as RDMA devices with nvswitch_bridge.
         "nvswitches": nvswitches,
         "nics": nics,
+        "default_routes": default_routes(sysfs),
         "rdma_devices": rdma_devices,
         "affinity": affinity(gpus, nics + rdma_devices),
         "host": host(sysfs, packages),

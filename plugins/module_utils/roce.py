@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the roce role checks and configures on a RoCE host: GID table, traffic class, QoS.
 
-Pure Python (standard library only) so that the parts molecule cannot reach on real hardware are
+Pure Python (standard library and fabric_findings) so that the parts molecule cannot reach on real hardware are
 unit-tested: which RDMA devices are the GPU network, whether the GID at NCCL_IB_GID_INDEX is what
 NCCL needs, how NCCL_IB_TC becomes a DSCP and a priority, whether PFC and ECN cover that priority,
 and how values read back from sysfs compare with the configuration.
@@ -23,16 +23,34 @@ import ipaddress
 import re
 from typing import Any, TypedDict
 
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_findings
+
 TRUST = ("dscp", "pcp", "none")
 VERSIONS = {"v2": "RoCE v2", "v1": "IB/RoCE v1", "none": ""}
 GID_V2 = "RoCE v2"
 IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$")
 INTEGER = re.compile(r"^[0-9]+$")
 GLOBAL_TCLASS = re.compile(r"^Global tclass=([0-9]+)")
-# What provides mlnx_qos, per OS family: the mlnx-tools package of DOCA-OFED and MLNX_OFED.
+# What provides mlnx_qos, per OS family: the mlnx-tools package of DOCA-OFED and MLNX_OFED. Ubuntu's archive has no
+# package with it (packages.ubuntu.com knows only networking-mlnx, an OpenStack agent), so a Canonical image with the
+# inbox rdma-core stack has none; Fedora packages mlnx-tools (from 39), RHEL only through DOCA or MLNX_OFED.
 QOS_TOOL_PACKAGES = {
-    "Debian": "mlnx-tools (DOCA-OFED or MLNX_OFED; apt install mlnx-tools from the DOCA repository)",
+    "Debian": (
+        "mlnx-tools (DOCA-OFED or MLNX_OFED, not the inbox rdma-core stack nor Ubuntu's archive; "
+        "apt install mlnx-tools from the DOCA repository)"
+    ),
     "RedHat": "mlnx-tools (DOCA-OFED or MLNX_OFED; dnf install mlnx-tools from the DOCA repository)",
+}
+# What gives the RDMA interfaces their IPv4 addresses, per cloud, for the GID check's message: a RoCE v2 GID on IPv4
+# exists only once the interface has an address (the kernel adds one GID per address and RoCE version).
+ADDRESS_SETUP = {
+    "oci": (
+        "on OCI, Oracle's images address them with the oci-rdma-configure service (OCI-CN-AUTH packages, "
+        "/etc/oci-hpc/rdma-network.conf, default 192.168.0.0/16) once wpa_supplicant-wired@rdmaN has passed the "
+        "cluster network's 802.1X authentication (oracle-quickstart/oci-hpc playbooks/roles/rdma-interface, "
+        "healthchecks/files/check_gpu_setup.py); a plain Canonical image has neither, and gpufabric does not "
+        "address them"
+    ),
 }
 
 
@@ -136,7 +154,12 @@ def _matches(name: str, patterns: list[str]) -> bool:
 def select_devices(
     hardware: dict[str, Any], include: list[str], exclude: list[str], exclude_netdevs: list[str]
 ) -> list[dict[str, Any]]:
-    """RoCE devices (ConnectX, Ethernet link layer) matching the patterns, not on an excluded netdev."""
+    """RoCE devices (ConnectX, Ethernet link layer) matching the patterns, not on an excluded netdev.
+
+    Never on the default route's interface either, whatever the patterns say: the management NIC carries it
+    (fabric_findings.default_route_nics), and on OCI bare metal it is a ConnectX port on the rails' driver.
+    """
+    exclude_netdevs = list(exclude_netdevs) + [nic["name"] for nic in fabric_findings.default_route_nics(hardware)]
     selected = []
     for device in hardware.get("rdma_devices", []) or []:
         ports = device.get("ports") or []
@@ -166,36 +189,52 @@ def _table(gids: list[dict[str, Any]]) -> str:
     )
 
 
-def gid_errors(devices: list[dict[str, Any]], index: int | None, require_ipv4: bool) -> list[str]:
+def gid_errors(
+    devices: list[dict[str, Any]], index: int | None, require_ipv4: bool, address_setup: str = ""
+) -> list[str]:
     """One message per device port whose GID table cannot give NCCL a RoCE v2 GID.
 
     ``index`` is NCCL_IB_GID_INDEX; None means NCCL picks the GID itself, so any RoCE v2 GID (on an
-    IPv4 address when ``require_ipv4``) will do.
+    IPv4 address when ``require_ipv4``) will do. Where such a port has no IPv4 GID at any index, its interface has
+    no IPv4 address (the kernel adds a GID per address): a last message names those interfaces and, from
+    ``address_setup``, what configures them.
     """
-    wanted = "a RoCE v2 GID" + (" on an IPv4 address" if require_ipv4 else "")
     errors = []
+    unaddressed: list[str] = []
     for device in devices:
         for port in device.get("ports") or []:
             where = f"{device['name']} port {port.get('port', 1)}"
             gids = port.get("gids") or []
-            if index is None:
-                fits = [g for g in gids if g.get("type") == GID_V2 and (is_ipv4_mapped(g["gid"]) or not require_ipv4)]
-                if not fits:
-                    errors.append(f"{where} has no {wanted[2:]} for NCCL to pick; the table has: {_table(gids)}")
+            message = _gid_error(where, gids, index, require_ipv4)
+            if not message:
                 continue
-            entry = next((gid for gid in gids if gid.get("index") == index), None)
-            if entry is None:
-                problem = f"GID index {index} is empty"
-            elif entry.get("type") != GID_V2:
-                problem = f"GID index {index} is {entry.get('type') or 'untyped'} ({gid_text(entry['gid'])})"
-            elif require_ipv4 and not is_ipv4_mapped(entry["gid"]):
-                problem = f"GID index {index} is RoCE v2 on {gid_text(entry['gid'])}, not an IPv4 address"
-            else:
-                continue
-            errors.append(
-                f"{where}: {problem}; NCCL_IB_GID_INDEX={index} needs {wanted} there. The table has: {_table(gids)}"
-            )
+            errors.append(message)
+            if not any(is_ipv4_mapped(str(gid.get("gid", ""))) for gid in gids):
+                unaddressed.append(f"{device.get('netdev') or 'no interface'} ({device['name']})")
+    if unaddressed:
+        errors.append(
+            f"no IPv4 address on {', '.join(dict.fromkeys(unaddressed))}: a RoCE v2 GID on IPv4 exists only once the "
+            "interface has one, so configure their addresses first" + (f"; {address_setup}" if address_setup else "")
+        )
     return errors
+
+
+def _gid_error(where: str, gids: list[dict[str, Any]], index: int | None, require_ipv4: bool) -> str:
+    """Why one port's GID table cannot give NCCL a RoCE v2 GID ("" where it can)."""
+    wanted = "a RoCE v2 GID" + (" on an IPv4 address" if require_ipv4 else "")
+    if index is None:
+        fits = [g for g in gids if g.get("type") == GID_V2 and (is_ipv4_mapped(g["gid"]) or not require_ipv4)]
+        return "" if fits else f"{where} has no {wanted[2:]} for NCCL to pick; the table has: {_table(gids)}"
+    entry = next((gid for gid in gids if gid.get("index") == index), None)
+    if entry is None:
+        problem = f"GID index {index} is empty"
+    elif entry.get("type") != GID_V2:
+        problem = f"GID index {index} is {entry.get('type') or 'untyped'} ({gid_text(entry['gid'])})"
+    elif require_ipv4 and not is_ipv4_mapped(entry["gid"]):
+        problem = f"GID index {index} is RoCE v2 on {gid_text(entry['gid'])}, not an IPv4 address"
+    else:
+        return ""
+    return f"{where}: {problem}; NCCL_IB_GID_INDEX={index} needs {wanted} there. The table has: {_table(gids)}"
 
 
 # ---------------------------------------------------------------------------
@@ -270,6 +309,7 @@ class RocePlan(TypedDict):
     device_source: str  # where the device patterns came from, for messages
     needs_qos_tool: bool  # whether mlnx_qos must be installed
     qos_tool_package: str  # what provides mlnx_qos on this OS family
+    address_setup: str  # what gives the RDMA interfaces their IPv4 addresses on this cloud ("" where unknown)
 
 
 def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, Any]) -> RocePlan:
@@ -317,13 +357,9 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         devices = []
     include, exclude, source = device_patterns(devices, host_plan)
     nics = host_plan.get("nics") or {}
-    # The management NIC, never configured: the plan's names for it where the catalog finds it by identity (gVNIC,
-    # ENA); else the interface of the host's default route, which the management NIC carries (OCI's primary VNIC,
-    # whose kind the catalog cannot tell by identity).
+    # The management NIC, never configured: the plan's names for it, found by identity (gVNIC, ENA, OCI's VNIC as
+    # the default route's interface). select_devices also leaves out the default route's interface itself.
     exclude_netdevs = [str(name) for name in (nics.get("management") or {}).get("interfaces") or []]
-    default_route = str((facts.get("default_ipv4") or {}).get("interface") or "")
-    if not exclude_netdevs and default_route:
-        exclude_netdevs = [default_route]
     explicit = devices and not any(set(item) & set("*?[") for item in devices)
     expect_devices = len(devices) if explicit else int((nics.get("gpu") or {}).get("count") or 0)
 
@@ -390,6 +426,7 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
         "device_source": source,
         "needs_qos_tool": needs_qos_tool,
         "qos_tool_package": qos_tool_package(str(facts.get("os_family", "Debian"))),
+        "address_setup": ADDRESS_SETUP.get(str(host_plan.get("profile", "")).partition("/")[0], ""),
     }
 
 

@@ -118,6 +118,14 @@ ansible_facts:
               sriov_totalvfs: null
               sriov_numvfs: null
               is_virtual_function: false
+        default_routes:
+          description:
+            - Interfaces with an IPv4 default route (C(/proc/net/route)), lowest metric first; the management NIC
+              carries it, so a management NIC of kind C(vnic) (OCI) is the first of them. Empty when the table is
+              absent (a simulated tree without one).
+          type: list
+          elements: str
+          sample: [eth0]
         rdma_devices:
           description:
             - RDMA devices from C(/sys/class/infiniband), sorted by name.

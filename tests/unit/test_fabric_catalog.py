@@ -35,6 +35,8 @@ REQUIRED_PROFILES = [
     "nebius/gpu-h200-sxm",
     "nebius/gpu-b200-sxm",
     "oci/BM.GPU.H100.8",
+    "oci/BM.GPU.H200.8",
+    "oci/BM.GPU.B200.8",
     "baremetal/hgx-h100-ib-ndr",
     "baremetal/hgx-h100-roce-400g",
     "baremetal/hgx-h100-ib-ndr-sriov",
@@ -592,6 +594,9 @@ CHANGED_SINCE_B113656 = [
         for path in ("nics.gpu.interfaces", "nics.management.interface")
     ],
     ("oci/BM.GPU.H100.8", "nics.management.interface", REMOVED),
+    # OCI's primary VNIC by identity (the default route's interface): Oracle's images name it eth0, others not.
+    ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("oci/BM.GPU.H100.8", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     (
         "oci/BM.GPU.H100.8",
         "nics.gpu.rdma_devices",

@@ -185,3 +185,43 @@ def test_placeholders_are_checked_against_the_profiles_nics(value, says):
     assert len(errors) == len(says)
     for error, start in zip(errors, says, strict=True):
         assert error.startswith(start)
+
+
+@pytest.mark.parametrize("profile", [name for name in catalog.names() if name.startswith("oci/")])
+def test_ocis_management_nic_is_the_default_routes_interface_whatever_its_name(tmp_path, profile):
+    """OCI's primary VNIC has no PCI identity of its own (on bare metal a front-end ConnectX port): the default route
+    finds it, under Oracle's name (eth0) or a PCI-path name."""
+    for image, name in (("oracle", "eth0"), ("pci-path", "enp45s0f0np0")):
+        facts = hw_facts.gather(
+            str(write_tree(catalog.get(profile), tmp_path / image, nic_names={"management": [name]}))
+        )
+        assert facts["default_routes"] == [name]
+        resolved = fabric_nics.resolve(plan_for(profile), facts)
+        assert resolved["env"]["NCCL_SOCKET_IFNAME"] == name
+    facts["default_routes"] = []
+    with pytest.raises(
+        ValueError, match=r"NCCL_SOCKET_IFNAME needs \{nics.management\}.*0 of 1 management NICs \(vnic\)"
+    ):
+        fabric_nics.resolve(plan_for(profile), facts)
+
+
+def test_the_default_routes_are_read_lowest_metric_first(tmp_path):
+    route = tmp_path / "proc" / "net" / "route"
+    route.parent.mkdir(parents=True)
+    route.write_text(
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        "eth1\t00000000\t0101000A\t0003\t0\t0\t200\t00000000\t0\t0\t0\n"
+        "eth0\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+        "rdma0\t0000A8C0\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
+        "eth2\t00000000\t0100000A\t0002\t0\t0\t0\t00000000\t0\t0\t0\n",
+        encoding="utf-8",
+    )
+    assert hw_facts.gather(str(tmp_path))["default_routes"] == ["eth0", "eth1"]
+    assert hw_facts.gather(str(tmp_path / "bare"))["default_routes"] == []
+
+
+def test_a_default_route_on_a_bond_still_names_ocis_management_nic(tmp_path):
+    """hw_facts lists no virtual netdev; a bond or VLAN carrying the default route is still the one to name."""
+    facts = host(tmp_path, "oci/BM.GPU.H200.8", "oracle-gpu")
+    facts["default_routes"] = ["bond0"]
+    assert fabric_nics.resolve(plan_for("oci/BM.GPU.H200.8"), facts)["env"]["NCCL_SOCKET_IFNAME"] == "bond0"

@@ -23,7 +23,7 @@ from tests.fixtures import ansible_module
 hw_facts = module_utils("hw_facts")
 catalog = plugin_utils("fabric_catalog").load_catalog()
 BIN = Path(sys.executable).parent
-KEYS = {"root", "gpus", "nvswitches", "nics", "rdma_devices", "affinity", "host", "unreadable"}
+KEYS = {"root", "gpus", "nvswitches", "nics", "default_routes", "rdma_devices", "affinity", "host", "unreadable"}
 
 
 @pytest.fixture
@@ -255,7 +255,7 @@ def test_empty_root(tmp_path):
     facts = gather(tmp_path)
     assert set(facts) == KEYS
     assert facts["root"] == str(tmp_path)
-    for key in ("gpus", "nvswitches", "nics", "rdma_devices", "affinity"):
+    for key in ("gpus", "nvswitches", "nics", "default_routes", "rdma_devices", "affinity"):
         assert facts[key] == []
     host = facts["host"]
     assert host["kernel"] is None

@@ -320,16 +320,36 @@ def test_a_roce_v1_or_link_local_gid_is_refused(oci_facts):
 
 def test_without_an_index_any_roce_v2_ipv4_gid_will_do():
     ports = [{"port": 1, "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:0000:0000:0000:0001", "type": "RoCE v2"}]}]
-    device = {"name": "mlx5_4", "ports": ports}
-    (error,) = roce.gid_errors([device], None, True)
+    device = {"name": "mlx5_4", "netdev": "rdma2", "ports": ports}
+    (error, unaddressed) = roce.gid_errors([device], None, True)
     assert error == (
         "mlx5_4 port 1 has no RoCE v2 GID on an IPv4 address for NCCL to pick; the table has: 0 fe80::1 (RoCE v2)"
     )
+    assert unaddressed.startswith("no IPv4 address on rdma2 (mlx5_4): a RoCE v2 GID on IPv4 exists only once")
     assert roce.gid_errors([device], None, False) == []
     assert roce.gid_errors([{"name": "mlx5_5", "ports": [{"port": 1, "gids": []}]}], 3, True) == [
         "mlx5_5 port 1: GID index 3 is empty; NCCL_IB_GID_INDEX=3 needs a RoCE v2 GID on an IPv4 address there. "
-        "The table has: no valid GID"
+        "The table has: no valid GID",
+        "no IPv4 address on no interface (mlx5_5): a RoCE v2 GID on IPv4 exists only once the interface has one, "
+        "so configure their addresses first",
     ]
+
+
+def test_rails_without_an_ipv4_address_are_named_with_what_addresses_them_on_oci(oci_facts):
+    """A Canonical image on OCI: no Oracle RDMA setup, so the rails have only their link-local GIDs (0 and 1)."""
+    devices = roce.select_devices(oci_facts, ["mlx5_0", "mlx5_1", "mlx5_3"], [], [])
+    for device in devices[1:]:
+        for port in device["ports"]:
+            port["gids"] = [gid for gid in port["gids"] if not roce.is_ipv4_mapped(gid["gid"])]
+    plan = run(settings())
+    assert "oci-rdma-configure" in plan["address_setup"]
+    errors = roce.gid_errors(devices, plan["gid_index"], True, plan["address_setup"])
+    assert [error.split(":")[0] for error in errors[:-1]] == ["mlx5_1 port 1", "mlx5_3 port 1"]
+    assert errors[-1] == (
+        f"no IPv4 address on {devices[1]['netdev']} (mlx5_1), {devices[2]['netdev']} (mlx5_3): a RoCE v2 GID on IPv4 "
+        f"exists only once the interface has one, so configure their addresses first; {roce.ADDRESS_SETUP['oci']}"
+    )
+    assert run(settings("baremetal/hgx-h100-roce-400g"))["address_setup"] == ""
 
 
 def test_gid_text():
@@ -396,15 +416,36 @@ def test_parse_traffic_class(text, value):
     assert roce.parse_traffic_class(text) == value
 
 
-def test_without_a_management_nic_by_identity_the_default_routes_interface_is_never_configured():
-    """OCI's primary VNIC carries the default route; the plan names no management NIC there."""
+def test_the_default_routes_interface_is_never_configured_whatever_the_patterns():
+    """OCI bare metal's primary VNIC is a front-end ConnectX port on the rails' driver (mlx5_2 beside BM.GPU.H100.8's
+    rails): roce_devices mlx5_* would take it, but the default route's interface is the management NIC's."""
+    port = {"port": 1, "link_layer": "Ethernet"}
+    hardware = {
+        "nics": [{"name": "rdma0"}, {"name": "enp45s0f0np0"}],
+        "default_routes": ["enp45s0f0np0"],
+        "rdma_devices": [
+            {"name": "mlx5_0", "netdev": "rdma0", "ports": [port]},
+            {"name": "mlx5_2", "netdev": "enp45s0f0np0", "ports": [port]},
+        ],
+    }
+    selected = roce.select_devices(hardware, ["mlx5_*"], [], [])
+    assert [device["name"] for device in selected] == ["mlx5_0"]
+    # The plan takes the management NIC's names from the host's plan (fabric_nics), not from ansible facts.
     values = settings()
     role_vars = {key: value for key, value in values.items() if key not in ("catalog", "os_family")}
-    facts = {"os_family": "Debian", "default_ipv4": {"interface": "ens300f0", "address": "10.0.0.2"}}
-    plan = roce.plan(role_vars, values["catalog"], facts)
-    assert plan["exclude_netdevs"] == ["ens300f0"]
     named = {
         **values["catalog"],
-        "nics": {**values["catalog"]["nics"], "management": {"kind": "gvnic", "interfaces": ["enp0s19"]}},
+        "nics": {**values["catalog"]["nics"], "management": {"kind": "vnic", "interfaces": ["eth0"]}},
     }
-    assert roce.plan(role_vars, named, facts)["exclude_netdevs"] == ["enp0s19"]
+    assert roce.plan(role_vars, named, {"os_family": "Debian"})["exclude_netdevs"] == ["eth0"]
+
+
+@pytest.mark.parametrize("profile", ["oci/BM.GPU.H200.8", "oci/BM.GPU.B200.8"])
+def test_ocis_hgx_h200_and_b200_take_oracles_eight_rails_and_gid_index_3(profile):
+    """oci-hpc's nccl.conf templates h200 and b200: the same 8 rails, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41."""
+    values = settings(profile)
+    plan = run(values)
+    rails = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    assert plan["errors"] == []
+    assert (plan["include"], plan["expect_devices"], plan["gid_index"], plan["catalog_tc"]) == (rails, 8, 3, 41)
+    assert values["catalog"]["env"]["NCCL_IB_HCA"] == "=" + ",".join(rails)
