@@ -214,6 +214,8 @@ def inventory_build(
         raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
     if output is not None:
         output_file.check_file(output, "-o")  # before the cloud's API is asked anything
+        inputs = [("--file", file), *fabric_catalog.input_files(catalog)]
+        output_file.refuse_clobbers([("-o", output)], inputs)
     inventory, warnings = discovery.build(source, given, catalog, public, include_non_gpu, include_stopped)
     text = discovery.render(inventory, output_format)
     for warning in warnings:
