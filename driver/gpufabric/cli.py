@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -36,6 +35,7 @@ from gpufabric import verify as nccl_verify
 from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.plan import fleet_plan, render
 from gpufabric.plan import has_problems as plan_has_problems
+from gpufabric.terminal import SafeConsole
 
 app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
@@ -54,8 +54,9 @@ app.add_typer(lab_app, name="lab")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room. With --json the
 # tables go to stderr, and get the same room there.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+# SafeConsole: what they print comes from outside (host names, tags, error text) and must not drive the terminal.
+stdout = SafeConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+stderr = SafeConsole(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 CatalogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045 - typer needs Optional here on Python 3.11
