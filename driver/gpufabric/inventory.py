@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_runner.interface import run_command
+from ansible_runner.interface import init_command_config
 
 from gpufabric.errors import UserError
 
@@ -29,6 +29,10 @@ _PLUGIN_FAILURE = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\
 # Which plugin's complaint is the one to show, by the file's suffix (the others failed only because
 # the file was not theirs: the ini plugin always objects to a YAML file).
 _PLUGIN_FOR_SUFFIX = {".yml": ("yaml", "auto"), ".yaml": ("yaml", "auto"), ".json": ("yaml", "auto"), ".ini": ("ini",)}
+# How long ansible-inventory may take (an inventory script or plugin that never ends would hang every command).
+TIMEOUT_ENV = "GPUFABRIC_INVENTORY_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300
+MAX_TIMEOUT_S = 86_400
 # Ansible's own last words, shown only when nothing better was said.
 _ERROR_LINE = re.compile(r"^\[ERROR\]: (.+)$", re.MULTILINE)
 
@@ -90,6 +94,19 @@ def _refuse_special_file(inventory: str) -> None:
     )
 
 
+def timeout() -> int:
+    """$GPUFABRIC_INVENTORY_TIMEOUT: seconds ansible-inventory may take (default DEFAULT_TIMEOUT_S)."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    if not re.fullmatch(r"[0-9]{1,6}", text) or not 1 <= int(text) <= MAX_TIMEOUT_S:
+        raise UserError(
+            f"{TIMEOUT_ENV}={text!r} (environment): not a timeout; accepted: whole seconds from 1 to {MAX_TIMEOUT_S} "
+            f"(default {DEFAULT_TIMEOUT_S})"
+        )
+    return int(text)
+
+
 def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars.
 
@@ -105,14 +122,24 @@ def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] 
     # ansible-runner's run_command, not its get_inventory: get_inventory takes no --limit, gives no exit code and
     # looks ansible-inventory up on this process's PATH only (a pipx or cron gpufabric has no venv there).
     # Our own private data directory: ansible-runner would leave its temporary one behind.
+    timeout_s = timeout()
     with tempfile.TemporaryDirectory(prefix="gpufabric-inventory-") as private_dir:
-        out, errors, rc = run_command(
+        runner = init_command_config(
             _ansible_inventory(env),
-            arguments,
+            cmdline_args=arguments,
             envvars=env,
             private_data_dir=private_dir,
             runner_mode="subprocess",
             quiet=True,
+            timeout=timeout_s,
+        )
+        runner.run()
+        with runner.stdout as stdout, runner.stderr as stderr:
+            out, errors, rc = stdout.read(), stderr.read(), runner.rc
+    if runner.timed_out:
+        raise UserError(
+            f"cannot read inventory {inventory!r}: ansible-inventory did not finish within {timeout_s} s "
+            f"(an inventory script or plugin that hangs?); {TIMEOUT_ENV} sets the limit in seconds"
         )
     if rc != 0:
         raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, errors or '', rc)}")
