@@ -27,12 +27,16 @@ TRUNCATED = (
 
 class _Misbehaving(BaseHTTPRequestHandler):
     answer = "500"
+    truncated = TRUNCATED
 
     def log_message(self, *_args: object) -> None:
         pass
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.do_GET()
+
+    def do_GET(self) -> None:
         body = b""
         if self.answer == "500":
             self.send_response(500)
@@ -45,10 +49,13 @@ class _Misbehaving(BaseHTTPRequestHandler):
             self.send_response(200)
         else:
             self.send_response(200)
-            body = TRUNCATED if self.answer == "truncated" else b""
+            body = self.truncated if self.answer == "truncated" else b""
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client timed out first ("slow"), as it should
 
 
 @pytest.fixture
@@ -128,3 +135,27 @@ def test_inventory_build_ends_with_one_clear_error(endpoint, ansible_env, tmp_pa
     assert "Traceback" not in done.stderr
     message = " ".join(done.stderr.split())
     assert f"error: discovery failed: aws: {url} in us-east-1 did not answer as the EC2 API" in message
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ("empty", "{url} did not answer as the Compute Engine API in project p-1 (Failed to load JSON"),
+        ("truncated", "{url} did not answer as the Compute Engine API in project p-1 (Failed to load JSON"),
+        ("redirect-loop", "{url} answered in project p-1 with redirects that never end"),
+        ("slow", "cannot reach {url}: no answer in time"),
+    ],
+)
+def test_gcp_source_names_the_endpoint_and_what_it_answered(endpoint, answer: str, says: str) -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    url, handler = endpoint
+    handler.answer = answer
+    handler.truncated = b'{"items": {"zones/us-central1-a": {"instances": [{"name": "gpu-1", '
+    source = plugin_utils("fleet_gcp").GcpSource(
+        ["p-1"], endpoint=url, credentials=AnonymousCredentials(), timeout=0.5, retry_timeout=1
+    )
+    with pytest.raises(plugin_utils("fleet_base").DiscoveryError) as raised:
+        list(source.instances())
+    assert str(raised.value).startswith("gcp: ")
+    assert says.format(url=url) in str(raised.value)
