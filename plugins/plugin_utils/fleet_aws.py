@@ -250,8 +250,8 @@ def explain_failure(exc: BaseException, source: AwsSource, region: str | None, e
                 f"EC2 still throttled {exc.operation_name}{where} ({code}) after {source.max_attempts} attempts; "
                 "try again later or raise max_attempts"
             )
-        at = f" at {endpoint}" if endpoint else ""
-        return f"EC2 {exc.operation_name} failed{where}{at}: {code}: {message}"
+        at = f" (from {endpoint})" if endpoint else ""
+        return f"EC2 {exc.operation_name} failed{where}: {code}: {message}{at}"
     if type(exc).__name__ == "ResponseParserError":
         # Its text ends with the whole body received: name the parser's reason only.
         found = re.search(r"\((.*?)\)", str(exc))

@@ -72,7 +72,7 @@ def endpoint() -> Iterator[tuple[str, type[_Misbehaving]]]:
 @pytest.mark.parametrize(
     ("answer", "says"),
     [
-        ("500", "EC2 DescribeInstances failed in us-east-1 at {url}: 500"),
+        ("500", "EC2 DescribeInstances failed in us-east-1: 500: Internal Server Error (from {url})"),
         ("empty", "{url} in us-east-1 did not answer as the EC2 API (an empty, truncated or non-XML answer"),
         ("truncated", "{url} in us-east-1 did not answer as the EC2 API (an empty, truncated or non-XML answer"),
         ("redirect-loop", "{url} in us-east-1 did not answer as the EC2 API"),
