@@ -283,12 +283,13 @@ def _remove_lab_files(lab: Lab, progress: Progress) -> None:
     if hosts_dir.is_dir() and not any(hosts_dir.iterdir()):
         hosts_dir.rmdir()
     (where / LAB_JSON).unlink(missing_ok=True)
-    left = sorted(path.name for path in where.iterdir())
+    real = where.resolve()  # --dir may be a link to the directory: the link (the operator's) stays
+    left = sorted(path.name for path in real.iterdir())
     if left:
-        progress(f"removed the lab's files from {where}; left the directory: it holds {', '.join(left)}")
+        progress(f"removed the lab's files from {real}; left the directory: it holds {', '.join(left)}")
     else:
-        where.rmdir()
-        progress(f"removed {where}")
+        real.rmdir()
+        progress(f"removed {real}")
 
 
 def down(name: str = DEFAULT_NAME, directory: Path | None = None, progress: Progress = _say) -> None:
@@ -299,7 +300,8 @@ def down(name: str = DEFAULT_NAME, directory: Path | None = None, progress: Prog
     directories = [_directory(name, directory)]
     for container in containers:
         labelled = container_label(container, lab_host.DIRECTORY_LABEL)
-        if labelled and Path(labelled) not in directories:
+        # The label holds the resolved path: compare resolved, or one directory would be removed twice.
+        if labelled and Path(labelled).resolve() not in [where.resolve() for where in directories]:
             directories.append(Path(labelled))
     labs = {where: _lab_in(where, name) for where in directories}  # every refusal before anything is removed
     removed = False

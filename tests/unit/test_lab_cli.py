@@ -195,7 +195,8 @@ def test_down_removes_only_the_lab_files_and_keeps_the_operators(tmp_path, monke
         "hosts/mine",
         "notes.txt",
     ]
-    assert lines == [f"removed the lab's files from {tmp_path}; left the directory: it holds hosts, notes.txt"]
+    left = "left the directory: it holds hosts, notes.txt"
+    assert lines == [f"removed the lab's files from {tmp_path.resolve()}; {left}"]
 
 
 def test_down_removes_a_directory_that_holds_only_the_lab(tmp_path, monkeypatch):
@@ -206,4 +207,22 @@ def test_down_removes_a_directory_that_holds_only_the_lab(tmp_path, monkeypatch)
     lines: list[str] = []
     local_lab.down("gpufabric-lab", where, progress=lines.append)
     assert not where.exists()
-    assert lines == [f"removed {where}"]
+    assert lines == [f"removed {where.resolve()}"]
+
+
+def test_down_removes_a_lab_its_containers_name_once(tmp_path, monkeypatch):
+    """The containers' label holds the resolved directory; --dir may name it through a link."""
+    where = tmp_path / "lab"
+    where.mkdir()
+    _lab_files(where)
+    (tmp_path / "via").symlink_to(where)
+    monkeypatch.setattr(local_lab.shutil, "which", lambda tool: "/usr/bin/podman")
+    monkeypatch.setattr(local_lab, "containers_with_label", lambda label, value: ["gpufabric-lab-1"])
+    monkeypatch.setattr(local_lab, "container_label", lambda container, label: str(where.resolve()))
+    removed: list[list[str]] = []
+    monkeypatch.setattr(local_lab, "podman", lambda argv: removed.append(argv))
+    lines: list[str] = []
+    local_lab.down("gpufabric-lab", tmp_path / "via", progress=lines.append)
+    assert removed == [["rm", "--force", "--time", "3", "gpufabric-lab-1"]]
+    assert lines == ["removed container gpufabric-lab-1", f"removed {where.resolve()}"]
+    assert not where.exists() and (tmp_path / "via").is_symlink()
