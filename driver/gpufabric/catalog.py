@@ -17,6 +17,12 @@ def override_files(cli_files: list[Path] | None) -> list[Path]:
     return [*plugin_utils("fabric_catalog").override_files_from_env(), *(cli_files or [])]
 
 
+def input_files(cli_files: list[Path] | None) -> list[tuple[str, Path]]:
+    """The override files a command reads, each with where it was named (output_file.refuse_clobbers)."""
+    from_env = plugin_utils("fabric_catalog").override_files_from_env()
+    return [*(("GPUFABRIC_CATALOG", path) for path in from_env), *(("--catalog", path) for path in cli_files or [])]
+
+
 def load(cli_files: list[Path] | None = None) -> Any:
     """Load and validate the catalog; a bad file becomes a UserError naming file, key and reason."""
     catalog_module = plugin_utils("fabric_catalog")

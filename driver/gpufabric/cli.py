@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -36,6 +35,7 @@ from gpufabric import verify as nccl_verify
 from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.plan import fleet_plan, render
 from gpufabric.plan import has_problems as plan_has_problems
+from gpufabric.terminal import SafeConsole
 
 app = typer.Typer(help="Configure and prove GPU cluster networks from one fabric catalog.", no_args_is_help=True)
 catalog_app = typer.Typer(help="Inspect the fabric catalog.", no_args_is_help=True)
@@ -54,8 +54,9 @@ app.add_typer(lab_app, name="lab")
 
 # Tables are read in terminals and in CI logs; a log is not a terminal, so give it room. With --json the
 # tables go to stderr, and get the same room there.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+# SafeConsole: what they print comes from outside (host names, tags, error text) and must not drive the terminal.
+stdout = SafeConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+stderr = SafeConsole(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 # verify --nodes: far above any fleet, so that a number beyond it is a typo, not a run of every host.
 MAX_HOSTS = 100_000
 
@@ -216,6 +217,8 @@ def inventory_build(
         raise UserError(f"unknown --format {output_format!r}; accepted: yaml, json")
     if output is not None:
         output_file.check_file(output, "-o")  # before the cloud's API is asked anything
+        inputs = [("--file", file), *fabric_catalog.input_files(catalog)]
+        output_file.refuse_clobbers([("-o", output)], inputs)
     inventory, warnings = discovery.build(source, given, catalog, public, include_non_gpu, include_stopped)
     text = discovery.render(inventory, output_format)
     for warning in warnings:

@@ -65,14 +65,19 @@ class DriftOutcome:
 
 
 def _check_report_paths(options: DriftOptions) -> None:
-    """Fail before a long run, not after it, when a report cannot be written where asked."""
-    for option, path in (
+    """Fail before a long run, not after it, when a report cannot be written where asked, or would
+    overwrite a file the run reads or another report."""
+    outputs = (
         ("--json-file", options.json_path),
         ("--junit", options.junit_path),
         ("--prom", options.prom_path),
-    ):
+    )
+    for option, path in outputs:
         if path is not None:
             output_file.check_file(path, option)
+    inputs: list[tuple[str, Path | str | None]] = [("-i", options.inventory)]
+    inputs += [*fabric_catalog.input_files(options.catalog_files), *options.args.input_files()]
+    output_file.refuse_clobbers(outputs, inputs)
 
 
 def _run_problem(run: runs.PlaybookRun, result: drift_report.DriftResult) -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_runner.interface import run_command
+from ansible_runner.interface import init_command_config
 
 from gpufabric.errors import UserError
 
@@ -32,6 +32,10 @@ _PLUGIN_FOR_SUFFIX = {".yml": ("yaml", "auto"), ".yaml": ("yaml", "auto"), ".jso
 # What the yaml plugin says of a file that names an inventory plugin (`plugin: ...`): the file was not its own, and
 # the cause is what the plugin the file names said, through the auto plugin (or by its own name where enabled).
 _NOT_YAML_INVENTORY = "Plugin configuration YAML file, not YAML inventory"
+# How long ansible-inventory may take (an inventory script or plugin that never ends would hang every command).
+TIMEOUT_ENV = "GPUFABRIC_INVENTORY_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300
+MAX_TIMEOUT_S = 86_400
 # Ansible's own last words, shown only when nothing better was said.
 _ERROR_LINE = re.compile(r"^\[ERROR\]: (.+)$", re.MULTILINE)
 
@@ -96,6 +100,19 @@ def _refuse_special_file(inventory: str) -> None:
     )
 
 
+def timeout() -> int:
+    """$GPUFABRIC_INVENTORY_TIMEOUT: seconds ansible-inventory may take (default DEFAULT_TIMEOUT_S)."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    if not re.fullmatch(r"[0-9]{1,6}", text) or not 1 <= int(text) <= MAX_TIMEOUT_S:
+        raise UserError(
+            f"{TIMEOUT_ENV}={text!r} (environment): not a timeout; accepted: whole seconds from 1 to {MAX_TIMEOUT_S} "
+            f"(default {DEFAULT_TIMEOUT_S})"
+        )
+    return int(text)
+
+
 def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`ansible-inventory --list` of the source (after --limit patterns): groups and _meta.hostvars.
 
@@ -107,23 +124,33 @@ def read(inventory: str, limit: list[str] | None = None, env: Mapping[str, str] 
 
         env = base_env()
     env = {**env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
-    # ansible-runner's run_command, not its get_inventory: get_inventory takes no --limit, gives no exit code and
+    # ansible-runner's command runner, not its get_inventory: get_inventory takes no --limit, gives no exit code and
     # looks ansible-inventory up on this process's PATH only (a pipx or cron gpufabric has no venv there).
     # Our own private data directory: ansible-runner would leave its temporary one behind. The inventory goes to a
     # file there, not to stdout: ansible-runner turns every line of stdout into an event it writes to disk, which
     # cost more than ansible-inventory itself on a large fleet (bench/plan_scale.py).
+    timeout_s = timeout()
     with tempfile.TemporaryDirectory(prefix="gpufabric-inventory-") as private_dir:
         listing = Path(private_dir) / "inventory.json"
         arguments = ["--list", "--output", str(listing), "-i", source(inventory)]
-        _out, errors, rc = run_command(
+        runner = init_command_config(
             _ansible_inventory(env),
-            arguments + (["--limit", ",".join(limit)] if limit else []),
+            cmdline_args=arguments + (["--limit", ",".join(limit)] if limit else []),
             envvars=env,
             private_data_dir=private_dir,
             runner_mode="subprocess",
             quiet=True,
+            timeout=timeout_s,
         )
+        runner.run()
+        with runner.stderr as stderr:
+            errors, rc = stderr.read(), runner.rc
         out = listing.read_text(encoding="utf-8") if rc == 0 and listing.is_file() else ""
+    if runner.timed_out:
+        raise UserError(
+            f"cannot read inventory {inventory!r}: ansible-inventory did not finish within {timeout_s} s "
+            f"(an inventory script or plugin that hangs?); {TIMEOUT_ENV} sets the limit in seconds"
+        )
     if rc != 0:
         raise UserError(f"cannot read inventory {inventory!r}: {_cause(inventory, errors or '', rc)}")
     try:

@@ -30,6 +30,7 @@ from gpufabric.errors import UserError
 from gpufabric.lab_files import (
     CATALOG_OVERRIDE,
     DEFAULT_NAME,
+    HOSTS_DIR,
     INVENTORY,
     KEY,
     KNOWN_HOSTS,
@@ -244,26 +245,74 @@ def up(
     return lab
 
 
+def _lab_in(where: Path, name: str) -> Lab | None:
+    """The lab that where/lab.json describes, which must be lab `name`; None when there is no lab.json.
+    A lab.json that is garbage or names another lab is refused: `down` would remove what it did not create."""
+    path = where / LAB_JSON
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"lab down: cannot read {path} ({exc}); nothing was removed") from None
+    hint = f"remove only what you know to be the lab's yourself, then {LAB_JSON}"
+    try:
+        lab = from_json(text, where, str(path))
+    except UserError:
+        raise UserError(f"lab down: {path} is not a gpufabric lab description; nothing was removed: {hint}") from None
+    if lab.name != name:
+        raise UserError(
+            f"lab down --name {name}: {path} describes lab {lab.name!r}; nothing was removed "
+            f"(`gpufabric lab down --name {lab.name}` removes that one)"
+        )
+    return lab
+
+
+def _remove_lab_files(lab: Lab, progress: Progress) -> None:
+    """Remove the files `lab up` writes, and the directory only when nothing else is left in it: an
+    operator's own files there stay, and so does the directory that holds them."""
+    where = lab.directory
+    for name in (INVENTORY, CATALOG_OVERRIDE, KNOWN_HOSTS, KEY, f"{KEY}.pub"):
+        (where / name).unlink(missing_ok=True)
+    if lab.inventory.parent == where:
+        lab.inventory.unlink(missing_ok=True)
+    hosts_dir = where / HOSTS_DIR
+    for host in lab.hosts:
+        # Each host's SIMULATED hardware tree: written by `lab up` only (lab_host.write_hardware).
+        shutil.rmtree(hosts_dir / host.name, ignore_errors=True)
+    if hosts_dir.is_dir() and not any(hosts_dir.iterdir()):
+        hosts_dir.rmdir()
+    (where / LAB_JSON).unlink(missing_ok=True)
+    real = where.resolve()  # --dir may be a link to the directory: the link (the operator's) stays
+    left = sorted(path.name for path in real.iterdir())
+    if left:
+        progress(f"removed the lab's files from {real}; left the directory: it holds {', '.join(left)}")
+    else:
+        real.rmdir()
+        progress(f"removed {real}")
+
+
 def down(name: str = DEFAULT_NAME, directory: Path | None = None, progress: Progress = _say) -> None:
-    """Remove the lab's containers and directory; nothing there is not an error."""
+    """Remove the lab's containers and the files `lab up` wrote; nothing there is not an error."""
     check_name(name)
     # Without podman there can be no containers, and the directory can still go.
     containers = containers_with_label(lab_host.LABEL, name) if shutil.which("podman") else []
     directories = [_directory(name, directory)]
     for container in containers:
         labelled = container_label(container, lab_host.DIRECTORY_LABEL)
-        if labelled and Path(labelled) not in directories:
+        # The label holds the resolved path: compare resolved, or one directory would be removed twice.
+        if labelled and Path(labelled).resolve() not in [where.resolve() for where in directories]:
             directories.append(Path(labelled))
+    labs = {where: _lab_in(where, name) for where in directories}  # every refusal before anything is removed
     removed = False
     if containers:
         podman(["rm", "--force", "--time", "3", *containers])
         for container in containers:
             progress(f"removed container {container}")
         removed = True
-    for where in directories:
-        if (where / LAB_JSON).is_file():
-            shutil.rmtree(where)
-            progress(f"removed {where}")
+    for where, lab in labs.items():
+        if lab is not None:
+            _remove_lab_files(lab, progress)
             removed = True
         elif where.exists():
             progress(f"left {where} alone: it has no {LAB_JSON}, so it is not a lab directory")

@@ -16,6 +16,9 @@ after an hour of Ansible):
   rename (`k8s manifests -o`) must not be a symbolic link, for the same reason as a file; one that it
   only writes into may be a link to a directory.
 
+An output must not be an input of the same run, nor another of its outputs: refuse_clobbers compares
+them as files (the same inode, so through symbolic links and hard links too), before any work.
+
 "Accepts a new entry" is tried, not guessed from mode bits (root ignores them; /proc and read-only
 mounts do not): a temporary entry is created there and removed.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from gpufabric.errors import UserError
@@ -177,3 +181,42 @@ def write_atomically(
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+Named = Iterable[tuple[str, "Path | str | None"]]
+
+
+def _identity(path: Path) -> tuple[int, int] | str:
+    """What makes two paths one file: its device and inode when it exists (links followed), else its
+    real path (two absent outputs named through different links still collide)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return os.path.realpath(path)
+    return (status.st_dev, status.st_ino)
+
+
+def refuse_clobbers(outputs: Named, inputs: Named = ()) -> None:
+    """Refuse, before any work, an output that is an input of the same run or another output of it: the
+    one would overwrite the file the run reads, the other would keep only the last of two reports.
+
+    outputs and inputs are (option, path) pairs; a None path (an option not given) is skipped, and so is
+    an input that names no existing path (an inventory may be a host list, "a,b,").
+    """
+    seen: dict[tuple[int, int] | str, tuple[str, Path, str]] = {}
+    for option, given in inputs:
+        if given and Path(given).exists():
+            seen.setdefault(_identity(Path(given)), (option, Path(given), "the input it reads"))
+    for option, given in outputs:
+        if given is None:
+            continue
+        path = Path(given)
+        identity = _identity(path)
+        if identity in seen:
+            other_option, other, what = seen[identity]
+            same = str(path) if str(path) == str(other) else f"{path} and {other}"
+            raise UserError(
+                f"{option} and {other_option} name the same file ({same}); gpufabric would overwrite {what}: "
+                f"give {option} a path of its own"
+            )
+        seen[identity] = (option, path, "another of its outputs")

@@ -76,6 +76,14 @@ class PlaybookArgs:
             args += ["--skip-tags", ",".join(self.skip_tags)]
         return args
 
+    def input_files(self) -> list[tuple[str, Path]]:
+        """The files these options make ansible-playbook read, each with its option: no output may be one."""
+        files = [("-e", Path(value[1:])) for value in self.extra_vars if value.startswith("@")]
+        files += [("--private-key", path) for path in (self.private_key,) if path]
+        files += [("--become-password-file", path) for path in (self.become_password_file,) if path]
+        files += [("--vault-id", Path(vault_id.rpartition("@")[2])) for vault_id in self.vault_ids]
+        return files + [("--vault-password-file", path) for path in self.vault_password_files]
+
     def record(self, is_secret: Callable[[str], bool]) -> list[str]:
         """cmdline() with the secrets of every inline -e replaced: what artifacts and reports keep."""
         return redact_cmdline(self.cmdline(), is_secret)

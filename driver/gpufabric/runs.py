@@ -198,8 +198,10 @@ def runs_root() -> Path:
 
 
 def default_artifacts(kind: str) -> Path:
-    """<state>/runs/<kind>-<UTC time>/, a new directory (a suffix when two runs share a second).
+    """<state>/runs/<kind>-<UTC time>/, a new directory made here (a suffix when two runs share a second).
 
+    Made with an exclusive mkdir, not chosen by a test for existence: two runs started in the same second
+    would both find the name free, share the directory and interleave their job events.
     The oldest runs of the kind go first, so that with this one $GPUFABRIC_KEEP_RUNS are left.
     """
     keep = keep_runs()
@@ -209,10 +211,17 @@ def default_artifacts(kind: str) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = runs_dir / f"{kind}-{stamp}"
     path, number = base, 1
-    while path.exists():
-        number += 1
-        path = base.with_name(f"{base.name}-{number}")
-    return path
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                number += 1
+                path = base.with_name(f"{base.name}-{number}")
+    except OSError:
+        return path  # cannot be made: check_artifacts names the reason
 
 
 def check_artifacts(path: Path, option: str = "--artifacts") -> None:

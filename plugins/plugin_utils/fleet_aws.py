@@ -171,10 +171,11 @@ class AwsSource:
     def _errors(self, region: str | None, endpoint: str | None) -> Iterator[None]:
         """Any botocore error raised inside the block becomes one DiscoveryError."""
         from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError  # not a BotoCoreError: an answer that is not EC2's
 
         try:
             yield
-        except (BotoCoreError, ClientError) as exc:
+        except (BotoCoreError, ClientError, ResponseParserError) as exc:
             raise DiscoveryError(CLOUD, self.redact(explain_failure(exc, self, region, endpoint))) from exc
 
     def redact(self, text: str) -> str:
@@ -249,7 +250,16 @@ def explain_failure(exc: BaseException, source: AwsSource, region: str | None, e
                 f"EC2 still throttled {exc.operation_name}{where} ({code}) after {source.max_attempts} attempts; "
                 "try again later or raise max_attempts"
             )
-        return f"EC2 {exc.operation_name} failed{where}: {code}: {message}"
+        at = f" (from {endpoint})" if endpoint else ""
+        return f"EC2 {exc.operation_name} failed{where}: {code}: {message}{at}"
+    if type(exc).__name__ == "ResponseParserError":
+        # Its text ends with the whole body received: name the parser's reason only.
+        found = re.search(r"\((.*?)\)", str(exc))
+        reason = found.group(1) if found else "unreadable"
+        return (
+            f"{endpoint}{where} did not answer as the EC2 API (an empty, truncated or non-XML answer: {reason}); "
+            "check endpoint_url and proxy settings"
+        )
     if isinstance(exc, errors.NoCredentialsError):
         return (
             "no AWS credentials found (environment, shared config, or instance role); set AWS_PROFILE or "

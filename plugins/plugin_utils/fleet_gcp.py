@@ -316,6 +316,8 @@ def _explain(exc: Exception, sdk: _Sdk, where: str, permission: str, endpoint: s
         return "credentials were rejected while fetching an access token; renew or replace them"
     if isinstance(exc, auth.TransportError):
         return f"cannot reach the token endpoint: {_network_reason(exc)}"
+    if isinstance(exc, http.TooManyRedirects):
+        return f"{endpoint} answered {where} with redirects that never end ({exc}): check the endpoint"
     if isinstance(exc, http.Timeout):
         return f"cannot reach {endpoint}: no answer in time"
     if isinstance(exc, http.ConnectionError):
@@ -323,6 +325,8 @@ def _explain(exc: Exception, sdk: _Sdk, where: str, permission: str, endpoint: s
     if isinstance(exc, sdk.ParseError):
         # A web page, a proxy's login form: anything but the API's JSON.
         return f"{endpoint} did not answer as the Compute Engine API {where} ({exc}): check the endpoint"
+    if isinstance(exc, http.RequestException):  # any other HTTP failure (an invalid URL, a broken answer)
+        return f"the request to {endpoint} failed {where}: {exc}"
     return None
 
 

@@ -146,3 +146,83 @@ def test_status_json_gives_each_hosts_live_state(tmp_path, monkeypatch):
     states["gpufabric-lab-2"] = "running"
     result = CliRunner().invoke(cli.app, ["lab", "status", "--dir", str(tmp_path), "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["exit_code"] == 0
+
+
+def _no_podman(monkeypatch):
+    monkeypatch.setattr(local_lab.shutil, "which", lambda tool: None)
+
+
+def _lab_files(directory):
+    """What `lab up` writes in its directory (lab.json last: written by write_lab_json)."""
+    for name in ("inventory.yml", "catalog-lab.yml", "known_hosts", "id_ed25519", "id_ed25519.pub"):
+        (directory / name).write_text("lab\n")
+    tree = directory / "hosts" / "gpufabric-lab-1" / "simulated-hw"
+    tree.mkdir(parents=True)
+    (tree / "vendor").write_text("0x15b3\n")
+    write_lab_json(directory, nodes=1)
+
+
+@pytest.mark.parametrize(
+    ("lab_json", "says"),
+    [
+        ("{not json", "is not a gpufabric lab description; nothing was removed"),
+        ('{"name": "gpufabric-labtest-down"}', "is not a gpufabric lab description; nothing was removed"),
+        (None, "describes lab 'gpufabric-lab'; nothing was removed"),
+    ],
+    ids=["garbage", "partial", "another-lab"],
+)
+def test_down_refuses_a_lab_json_it_cannot_trust_and_removes_nothing(gpufabric, tmp_path, lab_json, says):
+    """The real CLI (a name no container has: podman, where present, finds nothing to remove)."""
+    _lab_files(tmp_path)  # lab.json names gpufabric-lab
+    if lab_json is not None:
+        (tmp_path / "lab.json").write_text(lab_json)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+    result = gpufabric("lab", "down", "--name", "gpufabric-labtest-down", "--dir", str(tmp_path))
+    assert_clean_error(result, f"{tmp_path / 'lab.json'}", says)
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == before
+
+
+def test_down_removes_only_the_lab_files_and_keeps_the_operators(tmp_path, monkeypatch):
+    _no_podman(monkeypatch)
+    _lab_files(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "hosts" / "mine").mkdir()
+    lines: list[str] = []
+    local_lab.down("gpufabric-lab", tmp_path, progress=lines.append)
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")) == [
+        "hosts",
+        "hosts/mine",
+        "notes.txt",
+    ]
+    left = "left the directory: it holds hosts, notes.txt"
+    assert lines == [f"removed the lab's files from {tmp_path.resolve()}; {left}"]
+
+
+def test_down_removes_a_directory_that_holds_only_the_lab(tmp_path, monkeypatch):
+    _no_podman(monkeypatch)
+    where = tmp_path / "lab"
+    where.mkdir()
+    _lab_files(where)
+    lines: list[str] = []
+    local_lab.down("gpufabric-lab", where, progress=lines.append)
+    assert not where.exists()
+    assert lines == [f"removed {where.resolve()}"]
+
+
+def test_down_removes_a_lab_its_containers_name_once(tmp_path, monkeypatch):
+    """The containers' label holds the resolved directory; --dir may name it through a link."""
+    where = tmp_path / "lab"
+    where.mkdir()
+    _lab_files(where)
+    (tmp_path / "via").symlink_to(where)
+    monkeypatch.setattr(local_lab.shutil, "which", lambda tool: "/usr/bin/podman")
+    monkeypatch.setattr(local_lab, "containers_with_label", lambda label, value: ["gpufabric-lab-1"])
+    monkeypatch.setattr(local_lab, "container_label", lambda container, label: str(where.resolve()))
+    removed: list[list[str]] = []
+    monkeypatch.setattr(local_lab, "podman", lambda argv: removed.append(argv))
+    lines: list[str] = []
+    local_lab.down("gpufabric-lab", tmp_path / "via", progress=lines.append)
+    assert removed == [["rm", "--force", "--time", "3", "gpufabric-lab-1"]]
+    assert lines == ["removed container gpufabric-lab-1", f"removed {where.resolve()}"]
+    assert not where.exists() and (tmp_path / "via").is_symlink()

@@ -193,3 +193,19 @@ def test_a_place_that_takes_no_directory_is_refused() -> None:
         output_file.check_directory(Path("/proc/runs"), "--artifacts")
     with pytest.raises(UserError, match=r"^-o /proc/self: cannot create a directory in /proc/self"):
         output_file.check_directory(Path("/proc/self"), "-o")
+
+
+def test_refuse_clobbers_compares_files_not_names(tmp_path: Path) -> None:
+    """Same inode through a relative name, a symbolic link or a hard link; absent outputs by real path;
+    inputs that name no file (a host list) and options not given are skipped."""
+    (tmp_path / "inv.yml").write_text("all: {}\n")
+    (tmp_path / "link.yml").symlink_to(tmp_path / "inv.yml")
+    os.link(tmp_path / "inv.yml", tmp_path / "hard.yml")
+    (tmp_path / "dir-link").symlink_to(tmp_path)
+    inputs = [("-i", str(tmp_path / "link.yml")), ("--catalog", None), ("-i", "gpu-1,gpu-2,")]
+    for output in (tmp_path / "inv.yml", tmp_path / "hard.yml", tmp_path / "dir-link" / "inv.yml"):
+        with pytest.raises(UserError, match=r"^--json-file and -i name the same file .*the input it reads"):
+            output_file.refuse_clobbers([("--json-file", output)], inputs)
+    with pytest.raises(UserError, match=r"^--prom and --junit name the same file .*another of its outputs"):
+        output_file.refuse_clobbers([("--junit", tmp_path / "new"), ("--prom", tmp_path / "dir-link" / "new")])
+    output_file.refuse_clobbers([("--json-file", tmp_path / "new"), ("--junit", None)], inputs)

@@ -10,6 +10,8 @@ import os
 import re
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -151,9 +153,29 @@ def test_default_artifacts_are_new_directories_in_the_state_directory(
     first = runs.default_artifacts("drift")
     assert first.parent == private_state / "gpufabric" / "runs"
     assert first.name.startswith("drift-") and first.name.endswith("Z")
-    first.mkdir(parents=True)
+    assert first.is_dir() and not any(first.iterdir())
     second = runs.default_artifacts("drift")
-    assert second != first and not second.exists()
+    assert second != first and second.is_dir()
+
+
+def test_runs_started_in_the_same_second_never_share_a_directory(
+    monkeypatch: pytest.MonkeyPatch, private_state: Path
+) -> None:
+    """Each run makes its directory with an exclusive mkdir: eight at once, in one second, get eight."""
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Frozen:
+            return cls(2026, 12, 7, 5, 0, 0, tzinfo=tz)
+
+    monkeypatch.setattr(runs, "datetime", Frozen)
+    monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "0")
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda _n: runs.default_artifacts("drift"), range(8)))
+    assert sorted(path.name for path in made) == sorted(
+        ["drift-20261207T050000Z", *(f"drift-20261207T050000Z-{n}" for n in range(2, 9))]
+    )
+    assert all(path.is_dir() for path in made)
 
 
 def test_artifacts_must_be_new_or_empty(tmp_path: Path) -> None:
@@ -197,9 +219,10 @@ def test_default_artifacts_keep_the_last_runs_of_their_kind_and_nothing_else(
     (base / "mine").mkdir()
     monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "3")
     new = runs.default_artifacts("drift")
-    assert not new.exists()
+    assert new.is_dir()
     assert sorted(path.name for path in base.iterdir()) == sorted(
         [
+            new.name,
             "apply-20261201T000000Z",  # another kind
             "drift-20261201T040000Z",
             "drift-20261201T040000Z-2",  # two kept, and the new run makes three
@@ -222,8 +245,7 @@ def test_keep_runs_one_leaves_only_the_new_run(tmp_path: Path, monkeypatch: pyte
         (base / name).mkdir(parents=True)
     monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", "1")
     new = runs.default_artifacts("drift")
-    assert sorted(path.name for path in base.iterdir()) == ["apply-20261201T000000Z"]
-    new.mkdir()
+    assert sorted(path.name for path in base.iterdir()) == sorted(["apply-20261201T000000Z", new.name])
     monkeypatch.setenv("GPUFABRIC_KEEP_RUNS", " 2 ")
     runs.default_artifacts("drift")
     assert new.is_dir(), "2 keeps the previous run beside the new one"
