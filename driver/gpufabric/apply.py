@@ -257,14 +257,17 @@ def execute(
     limit = parse_limit(options.limit)
     # A missing or invalid --catalog is refused here, before any host is touched (as `plan` does).
     fabric_catalog.load(options.catalog_files)
-    if artifacts_dir is None:
-        base = options.artifacts or runs.default_artifacts("apply")
-        runs.check_artifacts(base)
-        artifacts_dir = base / "apply"
+    if options.artifacts is not None:
+        runs.check_artifacts(options.artifacts)
+    # The inventory before a default run directory is made: a bad one is refused with nothing written.
     hosts = runs.inventory_hosts(options.inventory, limit)
     if not hosts:
         where = f" matching --limit {options.limit!r}" if options.limit else ""
         raise UserError(f"inventory {options.inventory!r} has no host{where}")
+    if artifacts_dir is None:
+        base = options.artifacts or runs.default_artifacts("apply")
+        runs.check_artifacts(base)
+        artifacts_dir = base / "apply"
     run = runs.run_playbook(
         runs.site_playbook(),
         options.inventory,

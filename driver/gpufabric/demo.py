@@ -23,7 +23,7 @@ from rich.text import Text
 from gpufabric import apply as fleet_apply
 from gpufabric import catalog as fabric_catalog
 from gpufabric import drift as fleet_drift
-from gpufabric import drift_console, drift_report, lab, runs
+from gpufabric import drift_console, drift_report, lab, lab_files, runs
 from gpufabric import plan as fleet_plan
 from gpufabric.errors import UserError
 from gpufabric.lab_files import CATALOG_OVERRIDE
@@ -113,7 +113,9 @@ class Demo:
 
 
 def check(options: Options) -> None:
-    """Refuse, before anything starts, a profile the tamper step cannot tamper with."""
+    """Refuse, before anything starts, a host count lab up would refuse and a profile the tamper step cannot
+    tamper with."""
+    lab_files.check_nodes(options.nodes)
     profile = fabric_catalog.load().get(options.profile)
     if profile is None:
         raise UserError(

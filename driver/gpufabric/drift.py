@@ -184,8 +184,9 @@ def _check_options(options: DriftOptions) -> list[str] | None:
 def check(options: DriftOptions, progress: runs.Progress | None = None) -> drift_report.DriftResult:
     """One check of the inventory's hosts (after --limit); artifacts in <base>/check."""
     limit = _check_options(options)
-    base = _artifacts_base(options)
+    # The inventory first: a bad one is refused before a default run directory is made for it.
     hosts = runs.inventory_hosts(options.inventory, limit)
+    base = _artifacts_base(options)
     return run_check(options, base / "check", hosts, progress)
 
 
@@ -246,8 +247,9 @@ def execute(
     """Check, and with --remediate apply to the drifted hosts and check again; write the reports."""
     limit = _check_options(options)
     _check_report_paths(options)
-    base = _artifacts_base(options)
+    # The inventory first: a bad one is refused before a default run directory is made for it.
     hosts = runs.inventory_hosts(options.inventory, limit)
+    base = _artifacts_base(options)
     out = console or Console(quiet=True)
     steps = 3 if options.remediate else 1
 

@@ -278,20 +278,23 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
             covered = runs.inventory_hosts(str(options.inventory), options.limit)
             if not covered:
                 raise UserError(f"inventory {options.inventory!r} has no host matching --limit {options.limit[0]!r}")
-        output = options.output or default_output()
         tiers = options.tiers or ["best"]
         # (label, tier, scope, hosts): a tier over the inventory, or each --nvlink scope of tier best on its hosts.
         planned: list[tuple[str, str, str | None, list[str] | None]] = [(tier, tier, None, None) for tier in tiers]
+        if options.output is not None:
+            _prepare_output(options.output, tiers)  # a bad -o is refused before the inventory is read
         if options.nvlink:
             scopes = nvlink_runs(options, tiers)
             planned = [(report.tier_label("best", scope), "best", scope, hosts) for scope, hosts in scopes]
             tiers = [label for label, *_rest in planned]
-        _prepare_output(output, tiers)
         if covered is None and not options.nvlink:
-            # Listed once for every tier (the runs' progress count), after the checks that need no inventory.
+            # Listed once for every tier (the runs' progress count).
             covered = runs.inventory_hosts(str(options.inventory))
             if not covered:
                 raise UserError(f"inventory {options.inventory!r} has no host")
+        # A default run directory only once the inventory is read: a bad one is refused with nothing written.
+        output = options.output or default_output()
+        _prepare_output(output, tiers)
         if covered is not None and options.nodes:
             covered = covered[: options.nodes]
         root = output
