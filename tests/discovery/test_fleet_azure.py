@@ -245,9 +245,11 @@ def test_gpu_and_other_types_as_the_catalog_and_fleet_base_see_them():
 
 
 def test_thousands_of_instances_cost_pages_not_calls_per_instance():
+    # 1,000 VMs in five pages show what 3,000 in fifteen did, in a third of the time (21 s of a CI worker).
+    vm_count = 1000
     regions = [("eastus", "1"), ("eastus", "2"), ("westus3", None), ("swedencentral", "3")]
     vms = []
-    for n in range(3000):
+    for n in range(vm_count):
         region, zone = regions[n % len(regions)]
         vms.append(
             FakeVM(
@@ -275,20 +277,20 @@ def test_thousands_of_instances_cost_pages_not_calls_per_instance():
     with FakeAzure(SUBSCRIPTION, vms, pools, page_size=page) as fake:
         found = list(source(fake).instances())
 
-    assert len(found) == 3000 + 2 * 250
+    assert len(found) == vm_count + 2 * 250
     assert len({i.instance_id for i in found}) == len(found)
     by = by_name(found)
     assert all(by[vm.name].private_ip == vm.private_ip for vm in vms)
     assert all(by[vm.name].public_ip == vm.public_ip for vm in vms)
     assert all(by[vm.name].extra["accelerated_networking"] == vm.accelerated_networking for vm in vms)
-    assert sum(i.state == fleet_base.STOPPED for i in found) == 600
+    assert sum(i.state == fleet_base.STOPPED for i in found) == vm_count // 5
     assert {(i.region, i.zone) for i in found} == set(regions) | {("swedencentral", "1")}
 
-    vm_pages = math.ceil(3000 / page)
+    vm_pages = math.ceil(vm_count / page)
     member_pages = math.ceil(250 / page)
     assert fake.count("virtualMachines") == 2 * vm_pages  # the model pass and the statusOnly pass
     assert fake.count("networkInterfaces") == vm_pages
-    assert fake.count("publicIPAddresses") == 1  # 150 public IPs: one page
+    assert fake.count("publicIPAddresses") == 1  # 50 public IPs: one page
     assert fake.count("virtualMachineScaleSets") == 1
     assert fake.count("virtualMachineScaleSets/virtualMachines") == 2 * member_pages
     assert fake.count("virtualMachineScaleSets/networkInterfaces") == 2 * member_pages
