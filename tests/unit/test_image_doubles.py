@@ -6,6 +6,7 @@ manifest does not have; the index excerpts they name exist; tests/fixtures/image
 from __future__ import annotations
 
 import fnmatch
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -30,7 +31,24 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def test_there_are_doubles() -> None:
-    assert {path.stem for path in DOUBLES} >= {"azure-ubuntu-hpc-2404", "gcp-ubuntu-accelerator-2404-580"}
+    assert {path.stem for path in DOUBLES} >= {
+        "aws-dlami-base-oss-ubuntu2404",
+        "azure-ubuntu-hpc-2404",
+        "gcp-ubuntu-accelerator-2404-580",
+        "nebius-ubuntu2204-cuda12",
+        "oci-ubuntu-2204-doca-gpu-580",
+    }
+
+
+@pytest.mark.parametrize("path", DOUBLES, ids=lambda path: path.stem)
+def test_scenario_runs_every_double_on_a_profile_of_its_manifest(path: Path) -> None:
+    hosts = _load(REPO / "molecule" / "image_doubles" / "inventory" / "hosts.yml")["molecule"]["hosts"]
+    manifest = _load(IMAGES / "manifests" / f"{path.stem}.yml")
+    tag = {"ubuntu2204": "22.04", "ubuntu2404": "24.04"}[_load(path)["base"]]
+    runs = [host for host in hosts.values() if host["molecule_image"].endswith(f"-image-double-{path.stem}:{tag}")]
+    assert runs, f"molecule/image_doubles runs no host on {path.stem}"
+    for host in runs:
+        assert host["gpufabric_profile"] in manifest["profiles"], f"{path.stem}: {host['gpufabric_profile']}"
 
 
 @pytest.mark.parametrize("path", DOUBLES, ids=lambda path: path.stem)
@@ -43,16 +61,28 @@ def test_double_follows_its_manifest(path: Path) -> None:
         where = f"{path.name}: {entry['name']}"
         section, _sep, key = str(entry.get("manifest", "")).partition(":")
         assert section == "packages" and key in recorded, f"{where}: names no package line of the manifest"
-        assert fnmatch.fnmatchcase(entry["name"], key), f"{where}: is not what manifest line {key} names"
         line = recorded[key]
+        version = str(line.get("version"))
         open_values = [field for field in ("version", "held") if line.get(field) == UNVERIFIED]
-        if line.get("version") != UNVERIFIED and "version not recorded" not in str(line.get("version")):
-            assert entry["version"] == line["version"], f"{where}: version differs from the manifest's"
+        if fnmatch.fnmatchcase(entry["name"], key):
+            if version != UNVERIFIED and "not recorded" not in version:
+                assert entry["version"] == version, f"{where}: version differs from the manifest's"
+        else:
+            # The line names what the image's name says it carries ("DOCA 3.2.1"), no package: the double picks the
+            # package and its Debian version, which must carry the product's version, and says so.
+            assert "name" in str(entry.get("unverified")), f"{where}: picks a name for line {key} without saying so"
+            product = re.search(r"\d+(?:\.\d+)+", version)
+            if version != UNVERIFIED and product:
+                assert str(entry["version"]).startswith(product.group()), f"{where}: not version {product.group()}"
+            open_values.append("version")
         if line.get("held") != UNVERIFIED:
             assert bool(entry.get("held")) is bool(line["held"]), f"{where}: hold differs from the manifest's"
         picked = open_values if key == entry["name"] else ["name", *open_values]
-        if picked or "not recorded" in str(line.get("version")):
+        if picked or "not recorded" in version:
             assert entry.get("unverified"), f"{where}: picks {picked or ['version']} without saying UNVERIFIED"
+    assert double["base"] == {"22.04": "ubuntu2204", "24.04": "ubuntu2404"}[manifest["image"]["os"]["version_id"]], (
+        f"{path.name}: base is not the manifest's release"
+    )
     for name in double.get("repositories") or []:
         assert (IMAGES / "index" / f"{name}.yml").is_file(), f"{path.name}: no index excerpt {name}"
 
@@ -71,6 +101,12 @@ def test_context_builds_packages_holds_files_and_units(tmp_path: Path) -> None:
     assert (tmp_path / "context" / "rootfs" / "usr" / "sbin" / "setup_sku_customizations.sh").stat().st_mode & 0o111
 
 
+def test_context_of_a_double_without_packages_installs_nothing(tmp_path: Path) -> None:
+    image_double.context(IMAGES / "doubles" / "aws-dlami-base-oss-ubuntu2404.yml", tmp_path / "context")
+    assert not any((tmp_path / "context" / "debs").iterdir())
+    assert "dpkg" not in (tmp_path / "context" / "setup.sh").read_text()
+
+
 def test_repos_offer_every_recorded_version(tmp_path: Path) -> None:
     out = tmp_path / "repos.yml"
     image_double.repos(DOUBLES, out)
@@ -83,3 +119,6 @@ def test_repos_offer_every_recorded_version(tmp_path: Path) -> None:
     # An UNVERIFIED version is not offered: nothing says what the string is.
     assert not any(name == "nvidia-driver-pinning-580.173.02" for name, _version in offered)
     assert repositories["ubuntu/noble"]["suites"] == ["noble"]
+    jammy_cuda = repositories["compute/cuda/repos/ubuntu2204/x86_64"]
+    assert ("libnccl2", "2.28.7-1+cuda12.9") in {(entry["name"], entry["version"]) for entry in jammy_cuda["packages"]}
+    assert repositories["ubuntu/jammy"]["suites"] == ["jammy"]
