@@ -32,10 +32,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 def test_there_are_doubles() -> None:
     assert {path.stem for path in DOUBLES} >= {
-        "aws-dlami-base-oss-ubuntu2404",
         "azure-ubuntu-hpc-2404",
         "gcp-ubuntu-accelerator-2404-580",
-        "nebius-ubuntu2204-cuda12",
         "oci-ubuntu-2204-doca-gpu-580",
     }
 
@@ -102,7 +100,13 @@ def test_context_builds_packages_holds_files_and_units(tmp_path: Path) -> None:
 
 
 def test_context_of_a_double_without_packages_installs_nothing(tmp_path: Path) -> None:
-    image_double.context(IMAGES / "doubles" / "aws-dlami-base-oss-ubuntu2404.yml", tmp_path / "context")
+    spec = tmp_path / "bare.yml"
+    spec.write_text(
+        "schema: 1\nmanifest: nebius-ubuntu2204-cuda12\nbase: ubuntu2204\nrepositories: [ubuntu-jammy]\n"
+        "packages: []\nfiles: {}\nenable: []\n",
+        encoding="utf-8",
+    )
+    image_double.context(spec, tmp_path / "context")
     assert not any((tmp_path / "context" / "debs").iterdir())
     assert "dpkg" not in (tmp_path / "context" / "setup.sh").read_text()
 
