@@ -32,7 +32,10 @@ NVLSM_MODULES = ("mlx5_ib", "ib_umad")
 # Management NIC kinds found by identity: gvnic and ena by PCI id and driver (hw_facts), vnic (OCI's primary VNIC,
 # on bare metal a front-end ConnectX port on the rails' driver) as the interface of the default route
 # (``default_route_nics``). The others are found by no identity here.
-MANAGEMENT_KINDS = ("gvnic", "ena", "vnic")
+MANAGEMENT_KINDS = ("gvnic", "ena", "vnic", "accelnet")
+# Management NICs found as the interface of the default route: OCI's primary VNIC, and Azure's synthetic VMBus NIC
+# (accelerated networking enslaves a Mellanox VF to it, which carries no address: NCCL must use the synthetic one).
+DEFAULT_ROUTE_KINDS = ("vnic", "accelnet")
 
 
 def _finding(severity: str, check: str, subject: str, message: str) -> dict[str, str]:
@@ -112,8 +115,9 @@ def _gpu_switches(facts: dict[str, Any]) -> set[str]:
 def default_route_nics(facts: dict[str, Any]) -> list[dict[str, Any]]:
     """The netdevs (``nics`` entries) that carry an IPv4 default route, lowest metric first.
 
-    The one place the idea "the management NIC carries the default route" lives: a management NIC of kind vnic is
-    found so, and the roce role never configures these interfaces whatever the profile's management kind.
+    The one place the idea "the management NIC carries the default route" lives: a management NIC of a kind in
+    DEFAULT_ROUTE_KINDS is found so, and the roce role never configures these interfaces whatever the profile's
+    management kind.
 
     A default route on a virtual interface (a bond or VLAN over the NIC, which hw_facts does not list) comes back as
     ``{"name": ...}`` alone: the name is what NCCL_SOCKET_IFNAME and the exclusion need.
@@ -132,14 +136,16 @@ def management_nics(facts: dict[str, Any], profile: dict[str, Any]) -> list[dict
 
     OCI's primary VNIC (kind ``vnic``) has no PCI identity of its own: on bare metal it is a front-end ConnectX port
     on the same driver as the rails (mlx5_2 and mlx5_11 beside BM.GPU.H100.8's rails), which Oracle's images name
-    eth0 and others by PCI path. It is the interface of the default route (``default_route_nics``).
+    eth0 and others by PCI path. Azure's management NIC (kind ``accelnet``) is the synthetic VMBus NIC, which has no
+    PCI identity either; accelerated networking enslaves a Mellanox VF to it that carries no address. Both are the
+    interface of the default route (``default_route_nics``).
     """
     spec = profile["nics"]["management"]
     kind = spec["kind"]
     if kind not in MANAGEMENT_KINDS:
         return []
     count = spec.get("count", 1)
-    if kind == "vnic":
+    if kind in DEFAULT_ROUTE_KINDS:
         return default_route_nics(facts)[:count]
     candidates = sorted((nic for nic in facts.get("nics", []) if nic.get("kind") == kind), key=_pci_order)
     switches = _gpu_switches(facts)

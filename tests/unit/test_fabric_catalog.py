@@ -254,10 +254,10 @@ def test_override_files_from_env_splits_like_path(tmp_path):
             "placeholder {nics.gpu}: efa NICs have no interface names",
         ),
         (
-            "profiles:\n  azure/Standard_ND96isr_H100_v5:\n"
+            "profiles:\n  baremetal/hgx-h100-ib-ndr:\n"
             "    tiers: {standard: {env: {NCCL_SOCKET_IFNAME: '{nics.management}'}}}\n",
-            "profiles.azure/Standard_ND96isr_H100_v5.tiers.standard.env.NCCL_SOCKET_IFNAME",
-            "a management NIC of kind 'accelnet' is found by no identity; accepted: kind gvnic, ena",
+            "profiles.baremetal/hgx-h100-ib-ndr.tiers.standard.env.NCCL_SOCKET_IFNAME",
+            "a management NIC of kind 'ethernet' is found by no identity; accepted: kind gvnic, ena, vnic, accelnet",
         ),
         (
             "profiles:\n  gcp/a3-megagpu-8g:\n"
@@ -544,6 +544,9 @@ CHANGED_SINCE_B113656 = [
         for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g", "gcp/a3-megagpu-8g")
         for path in ("nics.gpu.interfaces", "nics.management.interface")
     ],
+    # Azure's synthetic NIC by identity (the default route's interface): the ubuntu-hpc images name it eth0.
+    ("azure/Standard_ND96isr_H100_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("azure/Standard_ND96isr_H200_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     *[
         (name, f"tiers.best.env.{key}", value)
         for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g")
@@ -593,6 +596,9 @@ CHANGED_SINCE_B113656 = [
         for name in ("azure/Standard_ND96isr_H100_v5", "azure/Standard_ND96isr_H200_v5")
         for path in ("nics.gpu.interfaces", "nics.management.interface")
     ],
+    # Azure's synthetic NIC by identity (the default route's interface): the ubuntu-hpc images name it eth0.
+    ("azure/Standard_ND96isr_H100_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
+    ("azure/Standard_ND96isr_H200_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     ("oci/BM.GPU.H100.8", "nics.management.interface", REMOVED),
     # OCI's primary VNIC by identity (the default route's interface): Oracle's images name it eth0, others not.
     ("oci/BM.GPU.H100.8", "tiers.best.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
