@@ -56,7 +56,7 @@ def test_incomplete_json_still_prints_json_and_exits_1(gpufabric):
 
 
 def test_bad_inputs_exit_1_without_traceback(gpufabric):
-    for name in ("empty.txt", "binary.bin", "only_info.txt", "short_rows.txt", "nan_inf.txt", "json_nan_inf.json"):
+    for name in ("empty.txt", "only_info.txt", "short_rows.txt", "nan_inf.txt", "json_nan_inf.json"):
         result = gpufabric("nccl", "parse", f"{FIXTURES}/{name}", "--json")
         assert result.returncode == 1, name
         assert "Traceback" not in result.stdout + result.stderr
@@ -65,6 +65,14 @@ def test_bad_inputs_exit_1_without_traceback(gpufabric):
         result = gpufabric("nccl", "parse", f"{FIXTURES}/{name}")
         assert result.returncode == 1, name
         assert "error:" in result.stdout
+
+
+def test_a_binary_file_is_bad_input_named_once(gpufabric):
+    """Not output of a run that failed: no table and no JSON, one error naming the file (test_fuzz_nccl_cli.py)."""
+    for extra in ([], ["--json"]):
+        result = gpufabric("nccl", "parse", f"{FIXTURES}/binary.bin", *extra)
+        assert result.returncode == 1 and result.stdout == ""
+        assert "binary.bin: binary input" in " ".join(result.stderr.split())
 
 
 def test_unreadable_file_is_a_usage_error(gpufabric, tmp_path):
