@@ -254,7 +254,7 @@ class NvidiaDriverPlan(TypedDict):
     pinned: list[str]  # the driver's packages, fabric manager's, IMEX's and NVLSM's (at its own version)
     versions: dict[str, str]  # every package the role installs -> its exact version ('' for any)
     upstream_version: str  # the version the loaded module reports (no epoch, no Debian revision)
-    kernel_headers: list[str]  # linux-headers-<release> installed before the DKMS build
+    kernel_headers: list[str]  # linux-headers-<release> and the flavour's meta-package, before the DKMS build
     kernel_compiler: str | None  # gcc-<N> that built the running kernel (kernel_build), installed with the headers
     cuda_repo_url: str  # empty unless nvidia_driver_source is cuda_repo
     cuda_repo_key_url: str
@@ -636,4 +636,9 @@ def _kernel_headers(settings: dict[str, Any], facts: dict[str, Any], warnings: l
             raise ValueError(
                 f"kernel release '{kernel}' from {where} is not a kernel release; accepted: e.g. 6.8.0-1015-aws"
             )
-    return [f"linux-headers-{kernel}" for kernel in kernels]
+    # With the flavour's headers meta-package, a kernel a later update installs comes with its headers, so DKMS
+    # builds the driver for it before the reboot into it (kernel_build.headers_meta_packages).
+    packages = facts.get("packages")
+    installed = list(packages) if isinstance(packages, dict) else []
+    metas = [meta for kernel in kernels for meta in kernel_build.headers_meta_packages(kernel, installed)]
+    return [f"linux-headers-{kernel}" for kernel in kernels] + list(dict.fromkeys(metas))

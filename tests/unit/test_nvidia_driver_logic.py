@@ -545,3 +545,38 @@ def test_the_headers_step_installs_the_compiler_that_built_the_running_kernel(te
 def test_a_bake_plans_no_compiler_from_the_build_hosts_kernel():
     settings = {**SETTINGS, "bake": True, "bake_kernels": ["6.1.0-37-amd64"], "kernel_version_text": HWE_GCP_2204}
     assert nd.plan(settings, None, recorded_facts("debian12"))["kernel_compiler"] is None
+
+
+def installed(*names: str) -> dict:
+    """package_facts' layout for packages of any version."""
+    return {name: [{"name": name, "version": "1", "source": "apt"}] for name in names}
+
+
+@pytest.mark.parametrize(
+    ("kernel", "packages", "meta"),
+    [
+        # Azure's ubuntu-hpc 2404 installs linux-azure-6.8 (azhpc-images prerequisites.sh): its image meta-package.
+        (
+            "6.8.0-1041-azure",
+            installed("linux-image-azure-6.8", "linux-image-6.8.0-1041-azure"),
+            ["linux-headers-azure-6.8"],
+        ),
+        ("6.8.0-1015-gcp", installed("linux-image-gcp", "linux-image-unsigned-6.8.0-1015-gcp"), ["linux-headers-gcp"]),
+        ("6.8.0-45-generic", installed("linux-image-generic-hwe-22.04"), ["linux-headers-generic-hwe-22.04"]),
+        (
+            "6.1.0-37-cloud-amd64",
+            installed("linux-image-cloud-amd64", "linux-image-amd64"),
+            ["linux-headers-cloud-amd64"],
+        ),
+        # No meta-package of the running kernel's flavour: the running kernel's headers only.
+        ("6.8.0-1015-gcp", installed("linux-image-generic"), []),
+        ("6.18.44-fc-v1272", installed("linux-image-amd64"), []),
+    ],
+)
+def test_the_headers_step_adds_the_headers_meta_package_of_the_kernels_installed_image_meta(kernel, packages, meta):
+    """dkms skips a later kernel without headers (dkms-project/dkms #521): the flavour's meta keeps them coming."""
+    result = nd.plan(SETTINGS, None, recorded_facts("ubuntu2204", kernel=kernel, packages=packages))
+    assert result["errors"] == []
+    assert result["kernel_headers"] == [f"linux-headers-{kernel}", *meta]
+    first = {package["name"]: package for package in result["supply"][0]["packages"]}
+    assert all(name in first and not first[name]["hold"] for name in result["kernel_headers"])
