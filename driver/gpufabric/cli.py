@@ -266,6 +266,13 @@ def k8s_manifests(
             help=f"whereabouts range of the storage network (default placeholder {k8s.PLACEHOLDER_STORAGE_RANGE})."
         ),
     ] = None,
+    gatekeeper: Annotated[
+        bool,
+        typer.Option(
+            "--gatekeeper",
+            help="Also write the admission rule as an OPA Gatekeeper ConstraintTemplate and Constraint.",
+        ),
+    ] = False,
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace the files an earlier run wrote in the directory (never any other)."),
@@ -275,7 +282,7 @@ def k8s_manifests(
         typer.Option("--json", help="Print what was written as JSON on stdout (the progress lines go to stderr)."),
     ] = False,
 ) -> None:
-    """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions and a README for the fleet's VFs.
+    """Write the SR-IOV device plugin config, NetworkAttachmentDefinitions, the admission policy and a README.
 
     One resource per profile that declares `sriov:` (per rail where the profile names its PF netdevs).
     """
@@ -285,6 +292,7 @@ def k8s_manifests(
         storage_interface=storage_interface,
         ipam_range=ipam_range,
         storage_ipam_range=storage_ipam_range,
+        gatekeeper=gatekeeper,
     )
     k8s.check_output(output, force)  # before the inventory is read
     warnings: list[str] = []

@@ -10,6 +10,8 @@ profile's GPU NICs), build the objects that hand the virtual functions to pods:
 - one NetworkAttachmentDefinition (k8s.cni.cncf.io/v1, NPWG multi-net-spec v1) per resource,
   InfiniBand: ib-sriov-cni with ``rdmaIsolation``; Ethernet: sriov-cni chained with rdma-cni;
 - optionally an IPVLAN NetworkAttachmentDefinition for a storage interface;
+- the admission policy that lets only labelled namespaces request the fabric's resources (k8s_policy), with
+  ``--gatekeeper`` also as a Gatekeeper ConstraintTemplate and Constraint;
 - a README that says what was generated for which hosts and how to use it.
 
 Nothing here talks to a cluster; the files are applied with ``kubectl apply -f DIR``.
@@ -33,7 +35,7 @@ from typing import Any
 import yaml
 
 from gpufabric import catalog as fabric_catalog
-from gpufabric import output_file
+from gpufabric import k8s_policy, output_file
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan
 
@@ -82,6 +84,7 @@ class Options:
     storage_interface: str | None = None
     ipam_range: str | None = None
     storage_ipam_range: str | None = None
+    gatekeeper: bool = False
 
 
 @dataclass
@@ -463,8 +466,27 @@ def manifests(
             )
         storage = _nad(STORAGE_NAD, options.namespace, storage_config(options.storage_interface, storage_range), None)
         files[f"20-nad-{STORAGE_NAD}.yaml"] = _header(inventory, lines) + _yaml([storage])
+    resources = resource_names(result, options)
+    policy_lines = [
+        f"Only namespaces labelled {k8s_policy.ACCESS_LABEL}={k8s_policy.ACCESS_VALUE} may run pods that request",
+        "the fabric's resources (ValidatingAdmissionPolicy, Kubernetes 1.30 or later).",
+    ]
+    files["30-admission-policy.yaml"] = _header(inventory, policy_lines) + _yaml(k8s_policy.admission_policy(resources))
+    if options.gatekeeper:
+        # Two files: the Constraint's kind exists only once Gatekeeper has made the template's CRD.
+        files["31-gatekeeper-template.yaml"] = _header(
+            inventory, ["The same rule for OPA Gatekeeper: apply before 32-gatekeeper-constraint.yaml."]
+        ) + _yaml([k8s_policy.gatekeeper_template()])
+        files["32-gatekeeper-constraint.yaml"] = _header(
+            inventory, [f"Gatekeeper Constraint of kind {k8s_policy.GATEKEEPER_KIND} (after its template)."]
+        ) + _yaml([k8s_policy.gatekeeper_constraint(resources)])
     files["README.md"] = readme(result, options, inventory, sorted(files), warnings)
     return files
+
+
+def resource_names(result: list[ProfileNetwork], options: Options) -> list[str]:
+    """Every device plugin resource of the fleet, as pods request it (PREFIX/NAME)."""
+    return sorted({f"{options.resource_prefix}/{rail.resource_name}" for network in result for rail in network.rails})
 
 
 def pod_snippet(network: ProfileNetwork, options: Options) -> dict[str, Any]:
@@ -525,6 +547,12 @@ def readme(
             add(f"| `{name}` | ConfigMap `{configmap}` (device plugin `config.json`) |")
         elif name.startswith("20-nad-"):
             add(f"| `{name}` | NetworkAttachmentDefinition `{options.namespace}/{STORAGE_NAD}` (IPVLAN storage) |")
+        elif name == "30-admission-policy.yaml":
+            add(f"| `{name}` | ValidatingAdmissionPolicy and binding `{k8s_policy.POLICY_NAME}` |")
+        elif name == "31-gatekeeper-template.yaml":
+            add(f"| `{name}` | Gatekeeper ConstraintTemplate `{k8s_policy.GATEKEEPER_KIND.lower()}` |")
+        elif name == "32-gatekeeper-constraint.yaml":
+            add(f"| `{name}` | Gatekeeper Constraint `{k8s_policy.POLICY_NAME}` |")
         else:
             add(f"| `{name}` | NetworkAttachmentDefinition(s) in namespace `{options.namespace}` |")
     add("")
@@ -581,6 +609,23 @@ def readme(
     add("kubectl -n kube-system rollout restart daemonset -l app=sriovdp")
     add("kubectl get node NODE -o jsonpath='{.status.allocatable}'   # shows the resources below")
     add("```\n")
+    add("## Who may use the fabric\n")
+    names = ", ".join(f"`{name}`" for name in resource_names(result, options))
+    add(f"`30-admission-policy.yaml` refuses a pod whose containers request or limit {names}")
+    add(f"or any `{k8s_policy.RDMA_SHARED_PREFIX}*` resource (the RDMA shared device plugin's prefix), unless its")
+    add(f"namespace carries the label `{k8s_policy.ACCESS_LABEL}={k8s_policy.ACCESS_VALUE}`. It needs Kubernetes")
+    add("1.30 or later (ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1). Grant a namespace:\n")
+    add("```sh")
+    add(f"kubectl label namespace {options.namespace} {k8s_policy.ACCESS_LABEL}={k8s_policy.ACCESS_VALUE}")
+    add("```\n")
+    add("The label is the grant: keep `patch` on namespaces for cluster administrators (RBAC), or any namespace")
+    add("owner can grant itself the fabric. The NetworkAttachmentDefinitions live in namespace")
+    add(f"`{options.namespace}`, so label at least that one.")
+    if options.gatekeeper:
+        add("With Gatekeeper, apply `31-gatekeeper-template.yaml`, wait until its CRD exists")
+        add(f"(`kubectl get crd {k8s_policy.GATEKEEPER_KIND.lower()}.constraints.gatekeeper.sh`), then")
+        add("`32-gatekeeper-constraint.yaml`; one of the two policies is enough.")
+    add("")
     add("## RDMA modes: exclusive (these manifests) or shared\n")
     add("- **Exclusive** (one VF per pod interface, RDMA device isolated in the pod's network namespace): the host's")
     add("  RDMA subsystem must be in exclusive netns mode, `rdma system set netns exclusive` (persist with")
@@ -725,6 +770,12 @@ def as_dict(
         if options.storage_interface
         else None,
         "hosts": sum(len(network.hosts) for network in result),
+        "admission": {
+            "label": f"{k8s_policy.ACCESS_LABEL}={k8s_policy.ACCESS_VALUE}",
+            "resources": resource_names(result, options),
+            "prefixes": [k8s_policy.RDMA_SHARED_PREFIX],
+            "gatekeeper": options.gatekeeper,
+        },
         "profiles": [
             {
                 "profile": network.profile,

@@ -168,7 +168,7 @@ def test_every_option_is_an_input_path_of_the_table():
         (command, option)
         for command, option in options
         if option in ("--json", "--probe", "--check", "--remediate", "--diff", "--fast", "--show-settings", "-K")
-        or option in ("--keep", "--force", "--public", "--include-non-gpu", "--include-stopped")
+        or option in ("--keep", "--force", "--public", "--include-non-gpu", "--include-stopped", "--gatekeeper")
     }
     assert options - boolean - listed == set(), "options missing from tests/fuzz/input_paths.py"
     assert listed - options == set(), "rows of tests/fuzz/input_paths.py that name no option"

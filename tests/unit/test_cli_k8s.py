@@ -16,13 +16,16 @@ LAB = "inventories/sriov-lab"
 
 def test_manifests_for_the_lab_fleet(gpufabric, tmp_path):
     out = tmp_path / "manifests"
-    result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--storage-interface", "eth1")
+    result = gpufabric("k8s", "manifests", "-i", LAB, "-o", str(out), "--storage-interface", "eth1", "--gatekeeper")
     assert result.returncode == 0, result.stderr
     names = sorted(path.name for path in out.iterdir() if path.name != ".gpufabric-manifests")
     assert names == [
         "00-sriovdp-config.yaml",
         "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
         "20-nad-storage-ipvlan.yaml",
+        "30-admission-policy.yaml",
+        "31-gatekeeper-template.yaml",
+        "32-gatekeeper-constraint.yaml",
         "README.md",
     ]
     for name in names:  # progress: one line per file written
@@ -87,8 +90,12 @@ def test_host_var_naming_pfs_gives_rails(gpufabric, tmp_path):
     assert sorted(Path(path).name for path in shown["files"]) == [
         "00-sriovdp-config.yaml",
         "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
+        "30-admission-policy.yaml",
         "README.md",
     ]
+    admission = shown["admission"]
+    assert admission["label"] == "gpufabric.io/fabric-access=true" and admission["gatekeeper"] is False
+    assert len(admission["resources"]) == 8 and all(name.startswith("example.org/") for name in admission["resources"])
     assert all(Path(path).is_file() for path in shown["files"]) and shown["storage"] is None
     [profile] = shown["profiles"]
     assert profile["profile"] == "baremetal/hgx-h100-ib-ndr-sriov" and len(profile["hosts"]) == shown["hosts"] == 2

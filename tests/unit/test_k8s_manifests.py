@@ -202,7 +202,12 @@ def test_infiniband_profile_one_pool_with_upstream_fields(builtin):
     assert [network.profile for network in result] == [SRIOV_PROFILE]
     assert result[0].hosts == ["node-0", "node-1"]  # the plain IB host carves no VFs
     loaded = load_all(files)
-    assert sorted(files) == ["00-sriovdp-config.yaml", "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml", "README.md"]
+    assert sorted(files) == [
+        "00-sriovdp-config.yaml",
+        "10-nad-rdma-hgx-h100-ib-ndr-sriov.yaml",
+        "30-admission-policy.yaml",
+        "README.md",
+    ]
     [configmap] = loaded["00-sriovdp-config.yaml"]
     config = assert_device_plugin_config(configmap)
     [resource] = config["resourceList"]
