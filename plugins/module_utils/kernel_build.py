@@ -53,9 +53,5 @@ def headers_meta_packages(kernel: str, installed: list[str]) -> list[str]:
     if not match:
         return []
     flavour = match.group(1)
-    metas = {
-        name.removeprefix("linux-image-")
-        for name in installed
-        if name.startswith("linux-image-")
-    }
+    metas = {name.removeprefix("linux-image-") for name in installed if name.startswith("linux-image-")}
     return sorted(f"linux-headers-{meta}" for meta in metas if meta == flavour or meta.startswith(f"{flavour}-"))
