@@ -55,7 +55,7 @@ from .fake_gcp import instance as gcp_instance
 from .fake_nebius import GOOD_TOKEN, FakeNebius, gpu_cluster
 from .fake_nebius import instance as nebius_instance
 from .fake_oci import FakeFleet, FakeOci
-from .test_inventory_build import unwrap
+from .test_inventory_build import listing, unwrap
 
 fleet_sources = plugin_utils("fleet_sources")
 fleet_inventory = plugin_utils("fleet_inventory")
@@ -521,7 +521,7 @@ def test_cli_and_plugin_with_default_credentials(cloud: str, subprocess_env: dic
     assert from_cli["_meta"]["hostvars"]["tagged"]["gpufabric_tags"]["owner"] == {"__ansible_unsafe": EVIL}
 
     assert listed.returncode == 0, listed.stderr
-    from_plugin = json.loads(listed.stdout)
+    from_plugin = listing(listed.stdout)
     # ansible-core 2.19 lists every value an inventory plugin sets as unsafe; compare the values themselves.
     assert unwrap(from_plugin) == unwrap(from_cli)
     assert from_plugin["_meta"]["hostvars"]["tagged"]["gpufabric_tags"]["owner"] == {"__ansible_unsafe": EVIL}
