@@ -29,6 +29,8 @@ from gpufabric.errors import UserError
 
 NAMESPACE, NAME = "gpufabric", "cluster"
 PACKAGE_DIR = Path(__file__).resolve().parent
+# Where hatch_build.py puts the collections the wheel bundles, inside the package.
+BUNDLED = "_bundled"
 
 
 def collection_root() -> Path:
@@ -57,6 +59,17 @@ def collections_path() -> Path:
             link.unlink()
         link.symlink_to(root, target_is_directory=True)
     return base
+
+
+def bundled_path() -> Path | None:
+    """The collections the wheel bundles (community.general, ansible.posix, containers.podman), as a
+    collections path entry; None in a checkout, whose environment has the `ansible` package instead.
+
+    Every run puts it after the user's collections path and before Python's sys.path (runs.base_env): a
+    collection the user installed wins, and these win over an `ansible` package left in the environment.
+    """
+    bundled = PACKAGE_DIR / BUNDLED
+    return bundled if (bundled / "ansible_collections").is_dir() else None
 
 
 def _import_plugins(kind: str, name: str) -> ModuleType:
@@ -90,8 +103,11 @@ def _search_paths(collections_paths: str | None) -> list[Path]:
     ANSIBLE_COLLECTIONS_SCAN_SYS_PATH is false. ansible-playbook runs on this Python, so its sys.path is ours.
     """
     if collections_paths is None:
-        # What runs.base_env gives ansible-playbook: this collection first, then the user's path.
-        collections_paths = os.pathsep.join([str(collections_path()), os.environ.get("ANSIBLE_COLLECTIONS_PATH", "")])
+        # What runs.base_env gives ansible-playbook: this collection first, then the user's path, then the bundle.
+        bundled = bundled_path()
+        collections_paths = os.pathsep.join(
+            [str(collections_path()), os.environ.get("ANSIBLE_COLLECTIONS_PATH", ""), str(bundled or "")]
+        )
     paths = []
     for entry in collections_paths.split(os.pathsep):
         if entry:
@@ -129,14 +145,16 @@ def _satisfies(version: str | None, requirement: str) -> bool:
 
 
 def _ansible_requirement() -> str:
-    """The `ansible` package range the installed gpufabric wheel declares (it carries the collections)."""
+    """The `ansible` package pin gpufabric's dev extra declares (a checkout's environment gets the collections
+    from it; an installed wheel bundles them)."""
     try:
         declared = importlib.metadata.requires("gpufabric") or []
     except importlib.metadata.PackageNotFoundError:
         declared = []
     for text in declared:
         requirement = Requirement(text)
-        if requirement.name == "ansible" and requirement.marker is None:  # not an extra's pin
+        if requirement.name == "ansible":
+            requirement.marker = None  # the dev extra's pin, without its `extra == "dev"`
             return str(requirement)
     return "ansible"
 
@@ -163,9 +181,15 @@ def require_collections(collections_paths: str | None = None) -> None:
     if problems:
         searched = os.pathsep.join(dict.fromkeys(str(path) for path in search))
         wanted = " ".join(f"'{fqcn}:{requirement}'" for fqcn, requirement in dependencies.items())
+        # A too old copy comes before any other: Ansible loads it, not the wheel's bundle or a later one.
+        shadowing = (
+            " (a too old copy is loaded before any later one: upgrade or remove it)"
+            if any("(found " in problem for problem in problems)
+            else ""
+        )
         raise UserError(
             f"{root / 'galaxy.yml'} needs Ansible collections that ansible-playbook cannot find: "
-            f"{', '.join(problems)}; searched {searched}. Install them "
+            f"{', '.join(problems)}; searched {searched}{shadowing}. Install them "
             f"with {sys.executable} -m pip install '{_ansible_requirement()}', or ansible-galaxy collection "
             f"install {wanted} -p DIR with DIR on ANSIBLE_COLLECTIONS_PATH"
         )

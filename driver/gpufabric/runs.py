@@ -51,7 +51,7 @@ from typing import Any
 
 from gpufabric import ansible_config, ansible_settings, output_file, playbook_args
 from gpufabric import inventory as inventory_source
-from gpufabric.collection import collection_root, collections_path, require_collections
+from gpufabric.collection import bundled_path, collection_root, collections_path, require_collections
 from gpufabric.errors import UserError
 
 Progress = Callable[[str], None]
@@ -124,14 +124,16 @@ def drift_check_playbook() -> Path:
 
 
 def base_env() -> dict[str, str]:
-    """What every run needs: this collection first, then the user's collections; the user's callback plugins
+    """What every run needs: this collection first, then the user's collections, then the ones the wheel bundles
+    (so a collection the user installed wins, and the bundle wins over Python's sys.path); the user's callback plugins
     (ansible-runner adds its own after them); the Ansible beside this Python, no colour codes, the user's
     ansible.cfg, and host key checking as the user's configuration decides it (on by default)."""
     config = ansible_config.user_config()
     collections = ansible_config.path_list("ANSIBLE_COLLECTIONS_PATH", config).paths
     callbacks = ansible_config.path_list("ANSIBLE_CALLBACK_PLUGINS", config).paths
+    bundled = [str(path)] if (path := bundled_path()) else []
     env = {
-        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(dict.fromkeys([str(collections_path()), *collections])),
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(dict.fromkeys([str(collections_path()), *collections, *bundled])),
         # Set, so that ansible-runner appends its event callback to the user's list instead of replacing it.
         "ANSIBLE_CALLBACK_PLUGINS": os.pathsep.join(callbacks),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -9,11 +9,12 @@ every run gets as ANSIBLE_CONFIG) and the variables gpufabric always sets. Nothi
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.console import Console
 
-from gpufabric import ansible_config, ansible_settings, runs
+from gpufabric import ansible_config, ansible_settings, collection, runs
 
 # The path lists every run merges (runs.base_env): the row's setting, and how its source reads.
 PATH_LISTS = {
@@ -52,9 +53,13 @@ def describe(
             }
         )
     base = runs.base_env() if always is None else always
+    bundled = collection.bundled_path()
     for env, (setting, merged) in PATH_LISTS.items():
         user = ansible_config.path_list(env, config)
-        rows.append({"setting": setting, "env": env, "value": base.get(env, ""), "source": merged.format(user.source)})
+        source = merged.format(user.source)
+        if env == "ANSIBLE_COLLECTIONS_PATH" and bundled and str(bundled) in base.get(env, "").split(os.pathsep):
+            source += ", then the collections the wheel bundles"
+        rows.append({"setting": setting, "env": env, "value": base.get(env, ""), "source": source})
     shown = {row["env"] for row in rows}
     fixed = {key: value for key, value in base.items() if key.startswith("ANSIBLE_") and key not in shown}
     return {

@@ -78,3 +78,28 @@ def test_a_run_stops_before_reading_the_inventory(no_sys_path, tmp_path, monkeyp
     with pytest.raises(UserError, match=r"community\.general \S+ \(not installed\)"):
         runs.run_playbook(runs.site_playbook(), str(tmp_path / "no-such-inventory"), artifacts_dir=artifacts)
     assert not artifacts.exists()
+
+
+def test_the_wheels_bundle_comes_after_the_users_collections(tmp_path, monkeypatch):
+    # An installed wheel: its bundle is searched after the user's collections path (theirs wins), and
+    # --show-settings says so. A checkout has no bundle (bundled_path() is None): nothing is added.
+    from gpufabric import collection, show_settings
+
+    bundle = tmp_path / "bundle"
+    for fqcn, requirement in DEPENDENCIES.items():
+        install(bundle, fqcn, requirement.removeprefix(">="))
+    monkeypatch.setattr(collection, "bundled_path", lambda: bundle)
+    monkeypatch.setattr(runs, "bundled_path", lambda: bundle)
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(tmp_path / "mine"))
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_SCAN_SYS_PATH", "false")
+    paths = runs.base_env()["ANSIBLE_COLLECTIONS_PATH"].split(":")
+    assert paths[1:] == [str(tmp_path / "mine"), str(bundle)]
+    require_collections()  # the same order, composed without runs
+    require_collections(runs.base_env()["ANSIBLE_COLLECTIONS_PATH"])
+    old = install(tmp_path / "mine", "community.general", "1.0.0")
+    with pytest.raises(UserError, match=rf"found 1\.0\.0 in {old}\).*upgrade or remove it"):
+        require_collections()
+    [row] = [r for r in show_settings.describe("stock", 1)["settings"] if r["env"] == "ANSIBLE_COLLECTIONS_PATH"]
+    assert row["source"] == (
+        "gpufabric's collection, then environment (ANSIBLE_COLLECTIONS_PATH), then the collections the wheel bundles"
+    )
