@@ -27,6 +27,7 @@ from gpufabric import bake as fleet_bake
 from gpufabric import catalog as fabric_catalog
 from gpufabric import demo as fleet_demo
 from gpufabric import drift as fabric_drift
+from gpufabric import health as fleet_health
 from gpufabric import lab as local_lab
 from gpufabric import nccl as nccl_output
 from gpufabric import report as verify_report
@@ -775,6 +776,49 @@ def drift_command(
 
         sys.stdout.write(drift_formats.to_json(outcome.final))
     raise typer.Exit(outcome.exit_code)
+
+
+@app.command("health")
+def health_command(
+    inventory: Annotated[str, typer.Option("-i", "--inventory", help="Any inventory ansible-inventory reads.")],
+    limit: LimitOption = None,
+    previous: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--previous",
+            help="An earlier `gpufabric health --json` report: the flap checks compare the port counters with it "
+            "(without it they are unknown).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON on stdout (the table goes to stderr).")
+    ] = False,
+    artifacts: ArtifactsOption = None,
+    catalog: CatalogOption = None,
+    user: RemoteUserOption = None,
+    private_key: PrivateKeyOption = None,
+    verbose: VerboseOption = 0,
+) -> None:
+    """Judge every host's health against its catalog profile (playbooks/health.yml, read-only), one verdict per check.
+
+    Exit 0 when every host was judged and no check failed (checks that could not be judged are listed as
+    unknown), 2 when a host failed a check (and every host was judged), 1 when a host could not be judged
+    (failed, unreachable, no catalog profile) or on bad input. docs/health.md says what each check reads.
+    """
+    options = fleet_health.HealthOptions(
+        inventory=inventory,
+        limit=limit,
+        catalog_files=list(catalog or []),
+        previous=previous,
+        artifacts=artifacts,
+        args=_ansible_args(None, user, private_key, False, None, None, None, verbose),
+    )
+    with _run_display() as (progress, watch):
+        result = fleet_health.execute(options, progress, watch=watch)
+    fleet_health.render(result, stderr if as_json else stdout)
+    if as_json:
+        _print_json(result.as_dict())
+    raise typer.Exit(result.exit_code)
 
 
 LabNameOption = Annotated[str, typer.Option("--name", help="The lab's name (its containers are NAME-1..NAME-N).")]

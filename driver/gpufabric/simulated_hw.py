@@ -79,6 +79,10 @@ ID=debian
 # Oracle's images name it.
 KERNEL_NAMED_MANAGEMENT = ("gvnic", "accelnet", "vnic")
 SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+# The PCIe link every simulated GPU and GPU-network NIC trained at, as its sysfs link files print it (the kernel's
+# pci_speed_string: "32.0 GT/s PCIe" is Gen5). SIMULATED: one value for every device; real devices differ.
+PCIE_LINK_SPEED = "32.0 GT/s PCIe"
+PCIE_LINK_WIDTH = 16
 
 
 @dataclass
@@ -97,6 +101,10 @@ class Faults:
     modules_missing: tuple[str, ...] = ()
     # No subnet manager on the InfiniBand fabric: ports train (LinkUp) but stay INIT with LID 0.
     no_subnet_manager: bool = False
+    # (GPU index, lanes): that GPU's PCIe link trained narrower than its max_link_width (x16).
+    gpu_link_width: tuple[int, int] | None = None
+    # (NIC index, count): that ConnectX RDMA device's port 1 counters/link_downed (0 on the others).
+    link_downed: tuple[int, int] | None = None
 
 
 def management_interfaces(profile: dict[str, Any], nic_names: dict[str, list[str]] | None = None) -> list[str]:
@@ -233,8 +241,23 @@ class _Tree:
         self.link(f"{path}/device", device)
         self.link(f"sys/class/net/{name}", path)
 
+    def pcie_link(self, device: str, width: int = PCIE_LINK_WIDTH) -> None:
+        """The device's negotiated PCIe link (current_*) and what it and its slot can do (max_*)."""
+        self.file(f"{device}/current_link_speed", f"{PCIE_LINK_SPEED}\n")
+        self.file(f"{device}/max_link_speed", f"{PCIE_LINK_SPEED}\n")
+        self.file(f"{device}/current_link_width", f"{width}\n")
+        self.file(f"{device}/max_link_width", f"{PCIE_LINK_WIDTH}\n")
+
     def rdma_device(
-        self, device: str, name: str, link_layer: str, rate: str, up: bool, netdev: str | None, subnet_manager: bool
+        self,
+        device: str,
+        name: str,
+        link_layer: str,
+        rate: str,
+        up: bool,
+        netdev: str | None,
+        subnet_manager: bool,
+        link_downed: int = 0,
     ) -> None:
         path = f"{device}/infiniband/{name}"
         port = f"{path}/ports/1"
@@ -248,6 +271,9 @@ class _Tree:
         self.file(f"{port}/phys_state", "5: LinkUp\n" if up else "3: Disabled\n")
         self.file(f"{port}/rate", f"{rate}\n")
         self.file(f"{port}/link_layer", f"{link_layer}\n")
+        if link_layer != "Unspecified":  # the InfiniBand port counters ConnectX keeps (EFA keeps hw_counters only)
+            self.file(f"{port}/counters/link_downed", f"{link_downed}\n")
+            self.file(f"{port}/counters/symbol_error", "0\n")
         self.guids += 1
         # LIDs are assigned by the subnet manager (the SM here has LID 1); Ethernet ports read 0x0.
         self.file(f"{port}/lid", f"0x{self.guids + 1:x}\n" if infiniband and active else "0x0\n")
@@ -322,16 +348,20 @@ def _gpu_nic(
     def name(names: list[str], default: str) -> str:
         return str(names[index]) if index < len(names) else default
 
+    link_downed = faults.link_downed[1] if faults.link_downed and faults.link_downed[0] == index else 0
     if kind == "gvnic":
         device = tree.pci_function(parent, address, pci_id or GVNIC_ID, ETHERNET_CLASS, numa, "gve")
+        tree.pcie_link(device)
         mtu = mtu_override or spec.get("mtu", 1500)
         tree.netdev(device, interface or f"eth{index + 1}", mtu, speed_mbps, up)
     elif kind == "efa":
         device = tree.pci_function(parent, address, pci_id or EFA_ID, ETHERNET_CLASS, numa, "efa")
+        tree.pcie_link(device)
         rate = rate_string(rate_gbit_s, "efa")
         tree.rdma_device(device, f"rdmap{bus}s0", "Unspecified", rate, up, None, subnet_manager=True)
     elif kind == "ethernet":
         device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, ETHERNET_CLASS, numa, "mlx5_core", sriov)
+        tree.pcie_link(device)
         mtu = mtu_override or spec.get("mtu", 1500)
         tree.netdev(device, interface or f"enp{bus}s0np0", mtu, speed_mbps, up)
     else:  # connectx_ib, connectx_roce
@@ -351,6 +381,7 @@ def _gpu_nic(
         else:
             device = tree.pci_function(parent, address, pci_id or CONNECTX_ID, pci_class, numa, "mlx5_core", sriov)
             netdev = interface or (f"ibp{bus}s0" if infiniband else f"enp{bus}s0np0")
+        tree.pcie_link(device)
         mtu = mtu_override or spec.get("mtu", IPOIB_MTU if infiniband else 1500)
         tree.netdev(device, netdev, mtu, speed_mbps, up, infiniband=infiniband)
         link_layer = "InfiniBand" if infiniband else "Ethernet"
@@ -363,6 +394,7 @@ def _gpu_nic(
             up,
             None if infiniband else netdev,
             subnet_manager=not faults.no_subnet_manager,
+            link_downed=link_downed,
         )
 
 
@@ -451,6 +483,14 @@ def _check_faults(profile: dict[str, Any], faults: Faults) -> None:
         raise ValueError(f"Faults.ib_port_rate_gbit_s: {kind} NICs have no RDMA port")
     if faults.mtu and kind == "efa":
         raise ValueError("Faults.mtu: EFA devices have no netdev")
+    if faults.link_downed is not None:
+        if not 0 <= faults.link_downed[0] < count:
+            raise ValueError(f"Faults.link_downed: NIC index {faults.link_downed[0]} is out of range")
+        if kind not in ("connectx_ib", "connectx_roce"):
+            raise ValueError(f"Faults.link_downed: {kind} NICs have no InfiniBand port counters here")
+    gpus = profile["gpu"]["count"]
+    if faults.gpu_link_width is not None and not 0 <= faults.gpu_link_width[0] < gpus:
+        raise ValueError(f"Faults.gpu_link_width: GPU index {faults.gpu_link_width[0]} is out of range; {gpus} GPUs")
 
 
 def write_tree(
@@ -511,7 +551,9 @@ def write_tree(
         # Missing devices still take their slot, so the others keep their addresses.
         for gpu, (parent, bus) in zip(gpus, slots, strict=False):
             if gpu < gpu_count - faults.gpus_missing:
-                tree.pci_function(parent, f"0000:{bus:02x}:00.0", gpu_id, GPU_CLASS, numa, "nvidia")
+                device = tree.pci_function(parent, f"0000:{bus:02x}:00.0", gpu_id, GPU_CLASS, numa, "nvidia")
+                narrow = faults.gpu_link_width
+                tree.pcie_link(device, narrow[1] if narrow and narrow[0] == gpu else PCIE_LINK_WIDTH)
         placed += [(nic, slot, numa) for nic, slot in zip(nics, slots[len(gpus) :], strict=True)]
     given = list((nic_names or {}).get("gpu") or [])
     kind = profile["nics"]["gpu"]["kind"]

@@ -28,6 +28,7 @@ BASE: dict[str, tuple[str, ...]] = {
     "verify": INV,
     "apply": INV,
     "drift": INV,
+    "health": INV,
     "demo": (),
     "bake": ("--profile", PROFILE, "--tag", "localhost/fuzz:1"),
     "catalog list": (),
@@ -45,7 +46,7 @@ SDK = "a cloud SDK's name for a place; the cloud's answer is fuzzed by tests/dis
 
 # (command, option) -> kind, or ("pass", why). Positional arguments are named by their parameter name.
 OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
-    **{(command, "-i"): "inventory" for command in ("plan", "verify", "apply", "drift", "k8s manifests")},
+    **{(command, "-i"): "inventory" for command in ("plan", "verify", "apply", "drift", "health", "k8s manifests")},
     **{
         (command, "--catalog"): "file"
         for command in (
@@ -53,6 +54,7 @@ OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
             "verify",
             "apply",
             "drift",
+            "health",
             "bake",
             "catalog list",
             "catalog show",
@@ -64,18 +66,18 @@ OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
     **{(command, "--settings"): "choice" for command in ("apply", "drift")},
     **{(command, "--become-password-file"): "path" for command in ("verify", "apply", "drift")},
     **{(command, "--vault-password-file"): "path" for command in ("verify", "apply", "drift", "bake")},
-    **{(command, "--private-key"): "path" for command in ("verify", "apply", "drift")},
+    **{(command, "--private-key"): "path" for command in ("verify", "apply", "drift", "health")},
     **{
         (command, "-e"): ("pass", ANSIBLE + "; -e @FILE: test_fuzz_catalog.py")
         for command in ("verify", "apply", "drift", "bake")
     },
-    **{(command, "-u"): ("pass", ANSIBLE) for command in ("verify", "apply", "drift")},
+    **{(command, "-u"): ("pass", ANSIBLE) for command in ("verify", "apply", "drift", "health")},
     **{(command, "--vault-id"): ("pass", ANSIBLE) for command in ("verify", "apply", "drift", "bake")},
-    **{(command, "-v"): "flag" for command in ("verify", "apply", "drift", "bake")},
-    **{(command, "--limit"): ("pass", ANSIBLE) for command in ("verify", "apply", "drift")},
+    **{(command, "-v"): "flag" for command in ("verify", "apply", "drift", "health", "bake")},
+    **{(command, "--limit"): ("pass", ANSIBLE) for command in ("verify", "apply", "drift", "health")},
     **{(command, "-t"): ("pass", ANSIBLE) for command in ("apply", "drift")},
     **{(command, "--skip-tags"): ("pass", ANSIBLE) for command in ("apply", "drift")},
-    **{(command, "--artifacts"): "output" for command in ("apply", "drift", "bake")},
+    **{(command, "--artifacts"): "output" for command in ("apply", "drift", "health", "bake")},
     ("verify", "--collective"): "choice",
     ("verify", "--nodes"): "count",
     ("verify", "--compare"): "choice",
@@ -88,6 +90,7 @@ OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
     ("drift", "--json-file"): "output",
     ("drift", "--junit"): "output",
     ("drift", "--prom"): "output",
+    ("health", "--previous"): "file",
     ("demo", "--profile"): "choice",
     ("demo", "--nodes"): "count",
     ("demo", "--name"): ("pass", "a lab name, checked as lab up --name is"),

@@ -35,6 +35,7 @@ DIRECTORY_OPTIONS = [
     ("k8s-o", ("k8s", "manifests", "-i", "localhost,"), "-o", USAGE),
     ("apply-artifacts", ("apply", "-i", "localhost,"), "--artifacts", USAGE),
     ("drift-artifacts", ("drift", "-i", "localhost,"), "--artifacts", DRIFT_USAGE),
+    ("health-artifacts", ("health", "-i", "localhost,"), "--artifacts", USAGE),
     ("bake-artifacts", ("bake", "--profile", PROFILE, "--tag", "localhost/fuzz:1"), "--artifacts", USAGE),
     ("verify-o", ("verify", "-i", "localhost,"), "-o", USAGE),
 ]

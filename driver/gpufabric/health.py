@@ -1,0 +1,244 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`gpufabric health`: run playbooks/health.yml over the inventory and report each host's health verdicts.
+
+The playbook resolves each host's plan and runs the read-only health role with health_fail_on=never, so every host
+answers with its verdicts (the health_info module's result), which this command reads from the run's events and
+judges: exit 0 when every host was judged and no check failed, 2 when a host failed a check (and every host was
+judged), 1 when a host could not be judged (it failed, was unreachable, has no catalog profile) or on bad input.
+A host excluded on purpose (gpufabric_managed: false) is listed and left out. --previous reads an earlier --json
+report, whose port counters the flap checks compare with (without it, those checks are unknown: a first run).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from gpufabric import ansible_settings, apply, runs
+from gpufabric import catalog as fabric_catalog
+from gpufabric.collection import collection_root
+from gpufabric.errors import EXIT_CHANGES, EXIT_FAILED, EXIT_OK, UserError
+from gpufabric.playbook_args import PlaybookArgs
+
+EXIT_UNHEALTHY = EXIT_CHANGES  # 2, as drift's: an answer, not a failure of the command
+# A report of 1,024 hosts with a few dozen verdicts each is a few MiB.
+MAX_PREVIOUS_BYTES = 256 * 1024 * 1024
+HEALTH_ACTION = "gpufabric.cluster.health_info"
+UNMANAGED_FACT = "gpufabric_unmanaged"
+EXCLUDED = "excluded"
+STATUS_STYLE = {"pass": "green", "unknown": "yellow", "fail": "bold red", "error": "bold red", "excluded": "dim"}
+
+
+@dataclass
+class HealthOptions:
+    inventory: str
+    limit: str | None = None
+    catalog_files: list[Path] = field(default_factory=list)
+    previous: Path | None = None
+    artifacts: Path | None = None
+    args: PlaybookArgs = field(default_factory=PlaybookArgs)
+
+
+@dataclass
+class HostHealth:
+    """One host: its summary and verdicts (status pass, fail or unknown), or why it has none (error, excluded)."""
+
+    status: str
+    action: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    port_counters: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "action": self.action,
+            "counts": self.counts,
+            "verdicts": self.verdicts,
+            "port_counters": self.port_counters,
+            "error": self.error,
+        }
+
+
+@dataclass
+class HealthResult:
+    hosts: dict[str, HostHealth]
+    artifacts_dir: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        states = {host.status for host in self.hosts.values()}
+        if not self.hosts or "error" in states:
+            return EXIT_FAILED
+        return EXIT_UNHEALTHY if "fail" in states else EXIT_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "hosts": {name: host.as_dict() for name, host in self.hosts.items()}}
+
+
+def playbook() -> Path:
+    return collection_root() / "playbooks" / "health.yml"
+
+
+def read_previous(path: Path | None) -> dict[str, dict[str, Any]]:
+    """{host: port_counters} from an earlier `gpufabric health --json` report; {} without one."""
+    if path is None:
+        return {}
+    try:
+        # Only a regular file is opened: a FIFO or a device would block or never end.
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_PREVIOUS_BYTES + 1)
+        if len(raw) > MAX_PREVIOUS_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_PREVIOUS_BYTES} bytes")
+        data = json.loads(raw.decode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"--previous {path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--previous {path}: not UTF-8; accepted: a report of `gpufabric health --json`") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"--previous {path}: not JSON ({exc.msg} at line {exc.lineno}); accepted: a report of "
+            "`gpufabric health --json`"
+        ) from None
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    if not isinstance(hosts, dict):
+        raise UserError(f"--previous {path}: no `hosts` mapping; accepted: a report of `gpufabric health --json`")
+    previous = {}
+    for name, host in hosts.items():
+        counters = host.get("port_counters") if isinstance(host, dict) else None
+        if isinstance(counters, dict) and counters:
+            previous[str(name)] = counters
+    return previous
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def summarize(events: list[dict[str, Any]], expected_hosts: list[str]) -> dict[str, HostHealth]:
+    """Each expected host's health from the run's events; a host without a health_info result is an error."""
+    results: dict[str, HostHealth] = {}
+    problems: dict[str, str] = {}
+    for event in events:
+        kind, data = event.get("event"), _mapping(event.get("event_data"))
+        host = str(data.get("host") or "")
+        res = _mapping(data.get("res"))
+        if not host or not isinstance(kind, str):
+            continue
+        action = str(data.get("resolved_action") or data.get("task_action") or "")
+        if kind == "runner_on_ok" and action in (HEALTH_ACTION, "health_info"):
+            summary = _mapping(res.get("summary"))
+            results[host] = HostHealth(
+                status=str(summary.get("status") or "unknown"),
+                action=summary.get("action"),
+                counts=dict(_mapping(summary.get("counts"))),
+                verdicts=list(res.get("verdicts") or []),
+                port_counters=dict(_mapping(res.get("port_counters"))),
+            )
+        elif kind == "runner_on_ok":
+            unmanaged = _mapping(_mapping(res.get("ansible_facts")).get(UNMANAGED_FACT))
+            if unmanaged:
+                code, reason = str(unmanaged.get("code") or ""), str(unmanaged.get("reason") or "")
+                if code == EXCLUDED:
+                    results[host] = HostHealth(status=EXCLUDED, error=reason)
+                else:
+                    problems[host] = f"not managed ({code}): {reason}"
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            problems.setdefault(host, f"failed at '{data.get('task')}': {res.get('msg') or 'no message'}")
+        elif kind == "runner_on_unreachable":
+            problems.setdefault(host, f"unreachable: {res.get('msg') or 'no message'}")
+    out = {}
+    for host in expected_hosts:
+        found = results.get(host)
+        # A failure after the verdicts (or before them) makes the host an error, unless it was excluded on purpose.
+        if found is not None and (found.status == EXCLUDED or host not in problems):
+            out[host] = found
+        else:
+            out[host] = HostHealth(status="error", error=problems.get(host, "no health verdicts came back"))
+    return out
+
+
+def execute(
+    options: HealthOptions,
+    progress: runs.Progress | None = None,
+    *,
+    watch: Callable[[runs.Tally], None] | None = None,
+) -> HealthResult:
+    """Run playbooks/health.yml over the inventory (after --limit) and gather each host's verdicts."""
+    limit = apply.parse_limit(options.limit)
+    fabric_catalog.load(options.catalog_files)
+    previous = read_previous(options.previous)
+    hosts = runs.inventory_hosts(options.inventory, limit)
+    base = options.artifacts or runs.default_artifacts("health")
+    runs.check_artifacts(base)
+    if not hosts:
+        return HealthResult({}, None)
+    extravars = apply.extra_vars(None, options.catalog_files) | {"gpufabric_health_previous": previous}
+    run = runs.run_playbook(
+        playbook(),
+        options.inventory,
+        limit=limit,
+        extravars=extravars,
+        settings=ansible_settings.TUNED,
+        artifacts_dir=base / "health",
+        progress=progress,
+        hosts=hosts,
+        watch=watch,
+        label="health",
+        args=options.args,
+    )
+    return HealthResult(summarize(run.events, hosts), run.artifacts_dir)
+
+
+def _first_problem(host: HostHealth) -> str:
+    if host.error:
+        return host.error
+    for status in ("fail", "unknown"):
+        for verdict in host.verdicts:
+            if verdict.get("status") == status:
+                return str(verdict.get("message") or "")
+    return "-"
+
+
+def table(result: HealthResult) -> Table:
+    output = Table(title="gpufabric health", title_justify="left")
+    output.add_column("host", overflow="fold")
+    output.add_column("status")
+    output.add_column("action")
+    for column in ("pass", "fail", "unknown"):
+        output.add_column(column, justify="right")
+    output.add_column("first finding")
+    for name, host in result.hosts.items():
+        output.add_row(
+            Text(name),
+            Text(host.status.upper(), style=STATUS_STYLE.get(host.status, "")),
+            Text(host.action or "-"),
+            *(Text(str(host.counts.get(column, 0)) if host.counts else "-") for column in ("pass", "fail", "unknown")),
+            Text(_first_problem(host)),
+        )
+    return output
+
+
+def render(result: HealthResult, console: Console) -> None:
+    """The per-host table, a closing line with the exit code, and the artifacts path."""
+    console.print(table(result))
+    counts: dict[str, int] = {}
+    for host in result.hosts.values():
+        counts[host.status] = counts.get(host.status, 0) + 1
+    shown = ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "no host"
+    console.print(f"{shown} (exit {result.exit_code})", highlight=False)
+    if result.artifacts_dir is not None:
+        console.print(f"artifacts: {escape(str(result.artifacts_dir))}", highlight=False)
