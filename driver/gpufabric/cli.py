@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from gpufabric import __version__, discovery, k8s, output_file, playbook_args, show_settings
+from gpufabric import __version__, discovery, k8s, output_file, playbook_args, plot, show_settings
 from gpufabric import ansible_settings as playbook_settings
 from gpufabric import apply as fabric_apply
 from gpufabric import bake as fleet_bake
@@ -296,6 +296,7 @@ def k8s_manifests(
         gatekeeper=gatekeeper,
     )
     k8s.check_output(output, force)  # before the inventory is read
+    output_file.refuse_clobbers([], [("-i", inventory), *fabric_catalog.input_files(catalog)], [("-o", output)])
     warnings: list[str] = []
 
     def warn(text: str) -> None:
@@ -417,8 +418,14 @@ def verify(
         # verify runs with Ansible's defaults under the user's configuration (host key checking as it says).
         _show_settings(playbook_settings.STOCK, 0, always=nccl_verify.runner_env(), as_json=as_json)
     tiers, comparing = nccl_verify.parse_tiers(tier, compare)
+    args = _ansible_args(
+        extra_vars, user, private_key, ask_become_pass, become_password_file, vault_id, vault_password_file, verbose
+    )
     if output is not None:
         output_file.check_directory(output, "-o")
+        inputs = [("-i", inventory), *fabric_catalog.input_files(catalog), *args.input_files()]
+        outputs = [("-o", output / name) for name in (verify_report.REPORT_FILE, plot.PLOT_FILE)]
+        output_file.refuse_clobbers(outputs, inputs)
     options = nccl_verify.Options(
         inventory=inventory,
         collectives=nccl_verify.parse_collectives(collective),
@@ -429,9 +436,7 @@ def verify(
         output=output,
         from_results=from_results,
         title=title,
-        args=_ansible_args(
-            extra_vars, user, private_key, ask_become_pass, become_password_file, vault_id, vault_password_file, verbose
-        ),
+        args=args,
         nvlink=nccl_verify.parse_nvlink(nvlink),
         limit=fabric_apply.parse_limit(limit),
     )

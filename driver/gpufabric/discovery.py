@@ -9,6 +9,8 @@ discovery leaves no partial file.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,36 @@ OPTION_NAMES = {
     "oci": {"--compartment": "compartment_id", "--region": "regions", "--endpoint-url": "endpoint"},
     "static": {"--file": "path"},
 }
+
+# One API call's budget (fleet_base.CALL_TIMEOUT_S, CALL_RETRIES), set for every cloud at once.
+TIMEOUT_ENV = "GPUFABRIC_CLOUD_TIMEOUT"
+RETRIES_ENV = "GPUFABRIC_CLOUD_RETRIES"
+
+
+def _whole_number(variable: str, accepted: tuple[int, int], default: float, unit: str) -> int | None:
+    """$variable as a whole number in ``accepted``, None when unset; anything else is one error naming it."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    low, high = accepted
+    if not re.fullmatch(r"[0-9]{1,6}", text) or not low <= int(text) <= high:
+        accepted_text = f"{unit} from {low} to {high} (default {default:g})"
+        raise UserError(f"{variable}={text!r} (environment): not accepted; accepted: {accepted_text}")
+    return int(text)
+
+
+def call_budget(source: str) -> dict[str, Any]:
+    """The source's SDK timeout and retry arguments from $GPUFABRIC_CLOUD_TIMEOUT and $GPUFABRIC_CLOUD_RETRIES."""
+    fleet_base, fleet_sources = plugin_utils("fleet_base"), plugin_utils("fleet_sources")
+    timeout_s = _whole_number(TIMEOUT_ENV, fleet_sources.TIMEOUT_RANGE_S, fleet_base.CALL_TIMEOUT_S, "whole seconds")
+    retries = _whole_number(RETRIES_ENV, fleet_sources.RETRIES_RANGE, fleet_base.CALL_RETRIES, "whole numbers")
+    return dict(
+        fleet_sources.budget_options(
+            source,
+            fleet_base.CALL_TIMEOUT_S if timeout_s is None else timeout_s,
+            fleet_base.CALL_RETRIES if retries is None else retries,
+        )
+    )
 
 
 def source_options(source: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +82,8 @@ def build(
     fleet_base = plugin_utils("fleet_base")
     catalog = fabric_catalog.load(catalog_files)
     try:
-        instance_source = plugin_utils("fleet_sources").make_source(source, source_options(source, options))
+        arguments = {**call_budget(source), **source_options(source, options)}
+        instance_source = plugin_utils("fleet_sources").make_source(source, arguments)
         instances = list(instance_source.instances())
     except fleet_base.DiscoveryError as exc:
         raise UserError(f"discovery failed: {exc}") from None

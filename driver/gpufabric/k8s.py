@@ -36,6 +36,7 @@ import yaml
 
 from gpufabric import catalog as fabric_catalog
 from gpufabric import k8s_policy, output_file
+from gpufabric.collection import module_utils
 from gpufabric.errors import UserError
 from gpufabric.plan import fleet_plan
 
@@ -72,7 +73,6 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 # Device plugin resource names: "should not contain special characters" (its README);
 # sriov-network-operator's resourceName rule: ^[a-zA-Z0-9_]+$.
 RESOURCE_NAME = re.compile(r"^[a-zA-Z0-9_]+$")
-IFNAME = re.compile(r"^[^/:\s]{1,15}$")
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,12 @@ def check_options(options: Options) -> None:
             f"--namespace {options.namespace!r} is not a namespace name; accepted: up to 63 lowercase letters, "
             "digits and '-', starting and ending with a letter or digit"
         )
-    if options.storage_interface is not None and not IFNAME.match(options.storage_interface):
+    fabric_nics = module_utils("fabric_nics")
+    problem = None if options.storage_interface is None else fabric_nics.interface_problem(options.storage_interface)
+    if problem:
         raise UserError(
-            f"--storage-interface {options.storage_interface!r} is not a network interface name; accepted: "
-            "1-15 characters without '/', ':' or spaces, e.g. eth1"
+            f"--storage-interface {options.storage_interface!r} is not a network interface name ({problem}); "
+            f"accepted: {fabric_nics.INTERFACE_ACCEPTED}"
         )
     for flag, value in (("--ipam-range", options.ipam_range), ("--storage-ipam-range", options.storage_ipam_range)):
         if value is not None:

@@ -196,17 +196,29 @@ def _identity(path: Path) -> tuple[int, int] | str:
     return (status.st_dev, status.st_ino)
 
 
-def refuse_clobbers(outputs: Named, inputs: Named = ()) -> None:
+def refuse_clobbers(outputs: Named, inputs: Named = (), replaced: Named = ()) -> None:
     """Refuse, before any work, an output that is an input of the same run or another output of it: the
     one would overwrite the file the run reads, the other would keep only the last of two reports.
 
     outputs and inputs are (option, path) pairs; a None path (an option not given) is skipped, and so is
-    an input that names no existing path (an inventory may be a host list, "a,b,").
+    an input that names no existing path (an inventory may be a host list, "a,b,"). replaced names the
+    directories the run replaces whole (k8s manifests -o): no input may be one of them or lie inside one.
     """
+    present = [(option, Path(given)) for option, given in inputs if given and Path(given).exists()]
+    for option, given in replaced:
+        if given is None or not Path(given).exists():
+            continue
+        directory = Path(os.path.realpath(given))
+        for input_option, path in present:
+            real = Path(os.path.realpath(path))
+            if real == directory or directory in real.parents:
+                raise UserError(
+                    f"{option} {given} holds {input_option} {path}, which the run reads; gpufabric replaces "
+                    f"{given} whole: give {option} a directory of its own"
+                )
     seen: dict[tuple[int, int] | str, tuple[str, Path, str]] = {}
-    for option, given in inputs:
-        if given and Path(given).exists():
-            seen.setdefault(_identity(Path(given)), (option, Path(given), "the input it reads"))
+    for option, path in present:
+        seen.setdefault(_identity(path), (option, path, "the input it reads"))
     for option, given in outputs:
         if given is None:
             continue

@@ -68,10 +68,30 @@ options:
   path:
     description: The static fleet file (C(static)); a relative path is relative to this configuration file.
     type: str
+  cloud_timeout:
+    description:
+      - Seconds one HTTP request to the cloud API may wait to connect and to read its answer (whole seconds, 1 to
+        600). Applies to every source but C(static); an O(source_options) argument of the SDK overrides it.
+      - An endpoint that accepts and never answers fails within about (O(cloud_retries) + 1) x this, plus the backoff.
+    type: int
+    default: 10
+    env:
+      - name: GPUFABRIC_CLOUD_TIMEOUT
+    version_added: "0.9.0"
+  cloud_retries:
+    description:
+      - Retries of one API call after a throttled answer, or a dropped connection or timeout where the SDK retries
+        those (C(aws), C(azure)); 0 to 10. C(gcp) retries by time, for (this + 1) x O(cloud_timeout) seconds.
+    type: int
+    default: 2
+    env:
+      - name: GPUFABRIC_CLOUD_RETRIES
+    version_added: "0.9.0"
   source_options:
     description:
       - Further arguments of the source's SDK client by their Python names, such as timeouts and retries
-        (C(aws) max_attempts, retry_mode, connect_timeout, read_timeout; C(gcp) timeout, retry_timeout; ...).
+        (C(aws) max_attempts, retry_mode, connect_timeout, read_timeout; C(gcp) timeout, retry_timeout; ...), over
+        what O(cloud_timeout) and O(cloud_retries) set.
       - An argument with its own option above is refused here; one the source does not take fails the inventory
         with the list of those it accepts.
     type: dict
@@ -189,7 +209,12 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_select imp
     check_hostnames,
     select,
 )
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_sources import PLUGIN_SETTINGS, make_source
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_sources import (
+    PLUGIN_SETTINGS,
+    budget_options,
+    check_budget,
+    make_source,
+)
 
 UNSAFE_KEY = "__ansible_unsafe"
 
@@ -227,6 +252,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if "path" in arguments:
             # Not type path: Ansible would resolve it against the working directory, not this file.
             arguments["path"] = str(Path(path).parent / Path(arguments["path"]).expanduser())
+        timeout_s, retries = self.get_option("cloud_timeout"), self.get_option("cloud_retries")
+        check_budget(
+            source,
+            timeout_s,
+            retries,
+            ("cloud_timeout (or GPUFABRIC_CLOUD_TIMEOUT)", "cloud_retries (or GPUFABRIC_CLOUD_RETRIES)"),
+        )
+        arguments.update(budget_options(source, timeout_s, retries))
         for name, value in self.get_option("source_options").items():
             typed = next((option for option, argument in settings.items() if argument == name), None)
             if typed is not None:

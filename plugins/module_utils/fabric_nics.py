@@ -138,10 +138,17 @@ def resolve_with_names(host_plan: dict[str, Any], names: dict[str, Any]) -> dict
     given: dict[str, list[str]] = {}
     for group in GROUPS:
         value = names.get(group) or []
-        if not isinstance(value, list) or not all(isinstance(name, str) and INTERFACE.match(name) for name in value):
+        if not isinstance(value, list):
             raise ValueError(
                 f"gpufabric_nic_names.{group} {value!r} is not accepted; accepted: a list of interface names"
             )
+        for index, name in enumerate(value):
+            problem = interface_problem(name)
+            if problem:
+                raise ValueError(
+                    f"gpufabric_nic_names.{group}[{index}] {name!r} is not an interface name ({problem}); "
+                    f"accepted: {INTERFACE_ACCEPTED}"
+                )
         given[group] = list(value)
     return _named(host_plan, given, "gpufabric_nic_names gives")
 
@@ -155,7 +162,26 @@ def stand_in_names(nics: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
-INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$")  # a Linux interface name is at most 15 bytes
+# Linux takes 1 to 15 bytes (IFNAMSIZ 16 with the NUL) without '/', ':' or whitespace, and not "." or ".."
+# (net/core/dev.c, dev_valid_name); gpufabric also keeps to ASCII letters, digits, '.', '_' and '-', since names
+# go into comma-separated NCCL lists and file names.
+INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+INTERFACE_ACCEPTED = (
+    "1 to 15 bytes (Linux's IFNAMSIZ - 1) of ASCII letters, digits, '.', '_' and '-', starting with a letter or "
+    "digit, e.g. eth1"
+)
+
+
+def interface_problem(name: Any) -> str | None:
+    """Why ``name`` is not accepted as a network interface name, or None."""
+    if not isinstance(name, str):
+        return "not text"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > 15:
+        return f"{size} bytes long"
+    if not INTERFACE.fullmatch(name):
+        return "empty" if not name else "holds a character outside the accepted ones"
+    return None
 
 
 def _named(host_plan: dict[str, Any], names: dict[str, list[str]], where: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import posixpath
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_nics, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
     IMAGE_NAME,
@@ -47,7 +47,6 @@ STAGE_DIR = "/run/gpufabric-tcpx/nvidia/lib64"
 
 REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$")
 RUN_DIR = re.compile(r"^/run/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")
-INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 SONAME = re.compile(r"^lib[A-Za-z0-9_+.-]+\.so(?:\.[0-9]+)*$")
 SAFE_ARG = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 
@@ -341,14 +340,17 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
     extra_interfaces = [str(name) for name in settings.get("firewall_extra_interfaces") or []]
     firewall_interfaces = list(dict.fromkeys(interfaces + extra_interfaces))
     if settings.get("firewall") and not errors:
-        bad = [name for name in firewall_interfaces if not INTERFACE.match(name)]
+        bad = [name for name in firewall_interfaces if fabric_nics.interface_problem(name)]
         if not firewall_interfaces:
             errors.append(
                 f"profile {profile!r} names no GPU NICs and gcp_tcpx_firewall_extra_interfaces is "
                 "empty; accepted: the interface names to accept TCP on"
             )
         elif bad:
-            errors.append(f"gcp_tcpx_firewall_extra_interfaces {bad} are not interface names")
+            errors.append(
+                f"gcp_tcpx_firewall_extra_interfaces {bad} are not interface names; "
+                f"accepted: {fabric_nics.INTERFACE_ACCEPTED}"
+            )
 
     sysctls = settings.get("sysctls") or {}
     bad_sysctls = [key for key, value in sysctls.items() if not re.match(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$", str(key))]

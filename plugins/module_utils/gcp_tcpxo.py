@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import kernel_build, supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_nics, kernel_build, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.container_image import (
     DIGEST,
     IMAGE_NAME,
@@ -39,7 +39,6 @@ FABRIC = "tcpxo"
 # A registry path as the OCI distribution spec allows it (lowercase, no scheme; the image name: container_image).
 REGISTRY = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
 DEBIAN_VERSION = re.compile(r"^[0-9][A-Za-z0-9.+~:-]*$")
-INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 # "6.1.0-37-cloud-amd64" (Debian), "6.8.0-1015-gcp" (Ubuntu): the flavour names the headers meta-package.
 KERNEL_FLAVOUR = re.compile(r"^\d+\.\d+(?:\.\d+)?-\d+-([a-z0-9-]+)$")
 
@@ -392,8 +391,11 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str, A
 
     extra = [str(name) for name in settings.get("firewall_extra_interfaces") or []]
     for name in interfaces + extra:
-        if not INTERFACE.match(name):
-            errors.append(f"interface name {name!r} is not accepted; accepted: a Linux interface name (1-15 chars)")
+        problem = fabric_nics.interface_problem(name)
+        if problem:
+            errors.append(
+                f"interface name {name!r} is not accepted ({problem}); accepted: {fabric_nics.INTERFACE_ACCEPTED}"
+            )
 
     version = str(settings.get("import_helper_version", ""))
     if not DEBIAN_VERSION.match(version):

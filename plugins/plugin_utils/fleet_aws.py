@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
     OTHER,
     PENDING,
     RUNNING,
@@ -63,11 +65,13 @@ class AwsSource:
       access_key_id, secret_access_key, session_token: explicit credentials; when none of these
         and no profile is given, boto3's usual chain applies (environment, shared config, SSO,
         container or instance role).
-      max_attempts: attempts per API call, first one included, when AWS throttles or a
-        connection drops (botocore retry modes, exponential backoff with jitter).
+      max_attempts: attempts per API call, first one included, when AWS throttles, a
+        connection drops or an answer times out (botocore retry modes, exponential backoff
+        with jitter); default 3 (fleet_base.CALL_RETRIES + 1).
       retry_mode: ``standard`` or ``adaptive`` (adaptive also slows the client down when throttled).
-      connect_timeout, read_timeout: seconds; a short connect timeout makes an unreachable
-        endpoint fail fast.
+      connect_timeout, read_timeout: seconds per attempt, default 10 (fleet_base.CALL_TIMEOUT_S):
+        an endpoint that accepts and never answers fails within max_attempts x read_timeout
+        plus the backoff.
 
     ``api_calls`` counts the API operations made, by name (retries of one call count once).
     """
@@ -82,10 +86,10 @@ class AwsSource:
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
         session_token: str | None = None,
-        max_attempts: int = 8,
+        max_attempts: int = CALL_RETRIES + 1,
         retry_mode: str = "standard",
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
+        connect_timeout: float = CALL_TIMEOUT_S,
+        read_timeout: float = CALL_TIMEOUT_S,
     ) -> None:
         if isinstance(regions, str) or not regions:
             raise DiscoveryError(CLOUD, "regions must be a non-empty list of region names, e.g. [us-east-1]")

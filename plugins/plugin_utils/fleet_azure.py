@@ -25,11 +25,14 @@ sets, never with instances:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
     OTHER,
     PENDING,
     RUNNING,
@@ -76,8 +79,11 @@ class AzureSource:
             ``DefaultAzureCredential`` (environment, workload identity, managed
             identity, Azure CLI, ...).
         retry_total, retry_backoff_factor: the SDK RetryPolicy, which retries 429 and
-            5xx answers and honours Retry-After.
-        connection_timeout, read_timeout: seconds, per HTTP request.
+            5xx answers, dropped connections and read timeouts, and honours Retry-After;
+            default 2 retries (fleet_base.CALL_RETRIES).
+        connection_timeout, read_timeout: seconds, per HTTP request; default 10
+            (fleet_base.CALL_TIMEOUT_S): an endpoint that accepts and never answers fails
+            within (retry_total + 1) x read_timeout plus the backoff.
     """
 
     cloud = CLOUD
@@ -89,10 +95,10 @@ class AzureSource:
         endpoint: str | None = None,
         credential: Any = None,
         *,
-        retry_total: int = 10,
+        retry_total: int = CALL_RETRIES,
         retry_backoff_factor: float = 0.8,
-        connection_timeout: float = 10.0,
-        read_timeout: float = 60.0,
+        connection_timeout: float = CALL_TIMEOUT_S,
+        read_timeout: float = CALL_TIMEOUT_S,
     ) -> None:
         self.subscription_id = subscription_id
         self.resource_groups = list(resource_groups) if resource_groups else None
@@ -278,14 +284,28 @@ class AzureSource:
         """One sentence for an SDK failure: what went wrong and what to do. Never includes a token."""
         from azure.core.exceptions import (
             ClientAuthenticationError,
+            DecodeError,
             HttpResponseError,
             ServiceRequestError,
             ServiceResponseError,
+            TooManyRedirectsError,
         )
 
         endpoint = self.endpoint or DEFAULT_ENDPOINT
+        listed = action.removesuffix("/read")
         if isinstance(exc, ClientAuthenticationError):
             return DiscoveryError(CLOUD, self._credentials_message(exc))
+        if isinstance(exc, DecodeError | json.JSONDecodeError):  # json's: an empty body
+            status = f"HTTP {exc.status_code} with " if getattr(exc, "status_code", None) else ""
+            return DiscoveryError(
+                CLOUD,
+                f"{endpoint} did not answer as Azure Resource Manager while listing {listed} ({status}an empty, "
+                f"truncated or non-JSON body: {first_line(str(exc))}); check the endpoint and proxy settings",
+            )
+        if isinstance(exc, TooManyRedirectsError):
+            return DiscoveryError(
+                CLOUD, f"{endpoint} answered with redirects that never end while listing {listed}: check the endpoint"
+            )
         if isinstance(exc, HttpResponseError) and exc.status_code is not None:
             code, message = error_details(exc)
             if exc.status_code == 403 or code in ("AuthorizationFailed", "LinkedAuthorizationFailed"):
@@ -300,12 +320,12 @@ class AzureSource:
                     f"{endpoint} was still throttling after {self._client_options['retry_total']} retries "
                     f"(HTTP {exc.status_code} {code or ''}: {message}); try again later",
                 )
-            listed = action.removesuffix("/read")
-            return DiscoveryError(CLOUD, f"listing {listed} failed with HTTP {exc.status_code} {code or ''}: {message}")
+            answer = f"HTTP {exc.status_code} {code}" if code else f"HTTP {exc.status_code}"
+            return DiscoveryError(CLOUD, f"listing {listed} failed with {answer}: {message} (from {endpoint})")
         if isinstance(exc, ServiceRequestError | ServiceResponseError):
             return DiscoveryError(CLOUD, f"cannot reach {endpoint}: {connection_reason(exc)}")
         return DiscoveryError(
-            CLOUD, f"listing {action.removesuffix('/read')} failed: {type(exc).__name__}: {first_line(str(exc))}"
+            CLOUD, f"listing {listed} at {endpoint} failed: {type(exc).__name__}: {first_line(str(exc))}"
         )
 
     def _credentials_message(self, exc: Any) -> str:

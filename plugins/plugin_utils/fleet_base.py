@@ -24,6 +24,13 @@ T = TypeVar("T")
 
 RUNNING, STOPPED, PENDING, OTHER = "running", "stopped", "pending", "other"
 
+# One API call's budget, the same for every cloud: seconds an HTTP request may wait to connect and to read,
+# and retries after a throttled answer (or, where the SDK retries them, a dropped connection or a timeout).
+# An endpoint that accepts and never answers fails within about (CALL_RETRIES + 1) x CALL_TIMEOUT_S plus the
+# backoff, about 35 s. fleet_sources.budget_options maps both numbers to each SDK's own arguments.
+CALL_TIMEOUT_S = 10.0
+CALL_RETRIES = 2
+
 
 @dataclass
 class Instance:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
     OTHER,
     PENDING,
     RUNNING,
@@ -62,9 +64,11 @@ class GcpSource:
         (``google.auth.default()``: GOOGLE_APPLICATION_CREDENTIALS, gcloud's application default
         credentials, then the metadata server of a GCE VM).
       page_size: instances per list call (the API allows at most 500).
-      timeout: seconds to wait for one HTTP answer.
+      timeout: seconds to wait for one call's HTTP answer (the SDK's deadline for the call: to connect
+        and to read), default 10 (fleet_base.CALL_TIMEOUT_S). A timed-out call is not retried.
       retry_initial_delay, retry_timeout: backoff for throttled calls (HTTP 429/503 and 403
-        rateLimitExceeded): the first wait, and how long to keep retrying before giving up.
+        rateLimitExceeded): the first wait, and how long to keep retrying before giving up
+        (default 30 s: (fleet_base.CALL_RETRIES + 1) x CALL_TIMEOUT_S).
     """
 
     cloud = CLOUD
@@ -77,9 +81,9 @@ class GcpSource:
         credentials: Any = None,
         *,
         page_size: int = 500,
-        timeout: float = 60.0,
+        timeout: float = CALL_TIMEOUT_S,
         retry_initial_delay: float = 1.0,
-        retry_timeout: float = 120.0,
+        retry_timeout: float = (CALL_RETRIES + 1) * CALL_TIMEOUT_S,
     ) -> None:
         if not projects:
             raise DiscoveryError(CLOUD, "no project given; name at least one GCP project id")

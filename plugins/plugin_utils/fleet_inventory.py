@@ -68,13 +68,14 @@ def _address(instance: Instance, public: bool) -> tuple[str | None, str | None]:
 
 
 def _checked_ip(value: str | None) -> str | None:
-    """Addresses from the cloud are IPs; a static file may give a DNS name (trusted)."""
+    """An IP address as text; anything else (a static file's DNS name, a cloud answer that is not an address) as
+    it is, marked unsafe: an address field holding ``{{ ... }}`` must reach ansible_host as text, never templated."""
     if value is None:
         return None
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:
-        return value
+        return _unsafe(value)  # type: ignore[no-any-return]
 
 
 class InventoryBuilder:

@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
     OTHER,
     PENDING,
     RUNNING,
@@ -66,9 +68,12 @@ class NebiusSource:
         profile); a string is a static IAM token; a ``pathlib.Path`` is a service account credentials file;
         any other value is handed to the SDK as is (a token bearer, token requester, ...).
       insecure: plaintext gRPC instead of TLS (a local fake or a plaintext proxy only).
-      timeout: seconds per API call; also how long an unanswering endpoint is waited for.
+      timeout: seconds per API call (the gRPC deadline); also how long an unanswering endpoint is waited
+        for; default 10 (fleet_base.CALL_TIMEOUT_S). A call past its deadline is not retried.
       page_size: instances per list page.
-      retry_delay: first wait in seconds when throttled; it doubles for each of the 6 attempts.
+      retry_attempts: attempts per call while throttled, first one included; default 3
+        (fleet_base.CALL_RETRIES + 1).
+      retry_delay: first wait in seconds when throttled; it doubles for each attempt.
     """
 
     cloud = CLOUD
@@ -79,8 +84,9 @@ class NebiusSource:
         endpoint: str | None = None,
         credentials: Any = None,
         insecure: bool = False,
-        timeout: float = 30.0,
+        timeout: float = CALL_TIMEOUT_S,
         page_size: int = 100,
+        retry_attempts: int = CALL_RETRIES + 1,
         retry_delay: float = 0.5,
     ) -> None:
         self.parent_ids = [parent_ids] if isinstance(parent_ids, str) else list(parent_ids or [])
@@ -90,6 +96,7 @@ class NebiusSource:
         self.credentials = credentials
         self.timeout = float(timeout)
         self.page_size = int(page_size)
+        self.retry_attempts = int(retry_attempts)
         self.retry_delay = float(retry_delay)
 
     def instances(self) -> Iterator[Instance]:
@@ -184,7 +191,7 @@ class NebiusSource:
             return pending.wait()
 
         try:
-            return with_retries(attempt, _is_throttled, base_delay=self.retry_delay)
+            return with_retries(attempt, _is_throttled, attempts=self.retry_attempts, base_delay=self.retry_delay)
         except RequestError as exc:
             raise self._request_error(exc, parent_id, what) from None
         except Exception as exc:
@@ -211,7 +218,7 @@ class NebiusSource:
             return DiscoveryError(CLOUD, f"listing {what} in {parent_id} is still throttled after retries ({said})")
         if code == "NOT_FOUND":
             return DiscoveryError(CLOUD, f"{parent_id} was not found ({said}); check parent_ids")
-        return DiscoveryError(CLOUD, f"listing {what} in {parent_id} failed: {said}")
+        return DiscoveryError(CLOUD, f"listing {what} in {parent_id} failed: {said} (from {where})")
 
     def _describe(self, exc: BaseException) -> str:
         """``Type: message``, and the innermost exception it was raised while handling, if any."""

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
     OTHER,
     PENDING,
     RUNNING,
@@ -96,9 +98,11 @@ class OciSource:
             security token signer, or any ``requests`` auth object. With a signer, ``config`` may hold only
             ``region`` (or nothing: regions come from ``regions``).
         profile: the config file profile read when ``config`` is not given (default ``DEFAULT``).
-        timeout_s: timeout of each HTTP request in seconds, one number or (connect, read).
+        timeout_s: timeout of each HTTP request in seconds, one number or (connect, read); default 10 for both
+            (fleet_base.CALL_TIMEOUT_S). A timed-out or refused connection is not retried.
         retry_attempts, retry_base_delay_s: throttled calls (HTTP 429, 503) are tried up to ``retry_attempts``
-            times, waiting a random time up to ``retry_base_delay_s`` x 2, x 4, ... (30 s at most) in between.
+            times (default 3: fleet_base.CALL_RETRIES + 1), waiting a random time up to ``retry_base_delay_s``
+            x 2, x 4, ... (30 s at most) in between.
     """
 
     cloud = CLOUD
@@ -111,8 +115,8 @@ class OciSource:
         config: dict[str, Any] | None = None,
         signer: Any = None,
         profile: str | None = None,
-        timeout_s: float | tuple[float, float] = (10.0, 60.0),
-        retry_attempts: int = 8,
+        timeout_s: float | tuple[float, float] = (CALL_TIMEOUT_S, CALL_TIMEOUT_S),
+        retry_attempts: int = CALL_RETRIES + 1,
         retry_base_delay_s: float = 1.0,
     ) -> None:
         self.compartment_id = compartment_id
@@ -152,6 +156,10 @@ class OciSource:
         except (oci.exceptions.ClientError, ValueError) as exc:
             raise DiscoveryError(CLOUD, f"no usable OCI config: {_config_problem(exc)}; {_CONFIG_HINT}") from exc
         return config
+
+
+class _NotOci(Exception):
+    """An answer that is not the OCI API's."""
 
 
 class _RegionApi:
@@ -195,8 +203,15 @@ class _RegionApi:
         try:
             while True:
                 response = call(*args, **kwargs, **({"page": page} if page else {}))
+                # Every OCI answer carries opc-request-id; one without it came from something that is not OCI (a
+                # proxy's page, a web server), and the SDK would read its non-JSON body as a list of characters.
+                if not response.headers.get("opc-request-id"):
+                    raise _NotOci(f"HTTP {response.status} without opc-request-id")
                 # Most lists answer a JSON array; ListComputeClusters a collection with "items".
-                items.extend(response.data if isinstance(response.data, list) else response.data.items)
+                data = response.data if isinstance(response.data, list) else getattr(response.data, "items", None)
+                if not isinstance(data, list):
+                    raise _NotOci(f"HTTP {response.status} with a body that is not a list")
+                items.extend(data)
                 if not response.has_next_page:
                     return items
                 page = response.next_page
@@ -207,6 +222,13 @@ class _RegionApi:
         operation = "".join(word.title() for word in call.__name__.split("_"))  # list_instances -> ListInstances
         where = f"in {self.region}"
         exceptions = self.oci.exceptions
+        endpoint = call.__self__.base_client.endpoint
+        if isinstance(exc, _NotOci):
+            return DiscoveryError(
+                CLOUD,
+                f"{endpoint} {where} did not answer {operation} as the OCI API ({exc}): check the endpoint and proxy "
+                "settings",
+            )
         if isinstance(exc, exceptions.ServiceError):
             answer = f"HTTP {exc.status} {exc.code or ''}".rstrip()
             if exc.status == 401:
@@ -225,13 +247,11 @@ class _RegionApi:
                     f"{operation} {where} was still throttled after {self.retry_attempts} attempts ({answer}): "
                     "try again later or ask Oracle for a higher API rate limit",
                 )
-            return DiscoveryError(
-                CLOUD, f"{operation} failed {where}: {answer}" + (f": {exc.message}" if exc.message else "")
-            )
+            said = f": {_first_line(exc.message)}" if exc.message else ""
+            return DiscoveryError(CLOUD, f"{operation} failed {where}: {answer}{said} (from {endpoint})")
         if isinstance(exc, exceptions.RequestException | exceptions.ConnectTimeout):
-            endpoint = call.__self__.base_client.endpoint
             return DiscoveryError(CLOUD, f"cannot reach {endpoint}: {_connection_reason(exc)}")
-        return DiscoveryError(CLOUD, f"{operation} failed {where}: {type(exc).__name__}: {exc}")
+        return DiscoveryError(CLOUD, f"{operation} failed {where} (from {endpoint}): {type(exc).__name__}: {exc}")
 
     def _policy_hint(self, operation: str, kwargs: dict[str, Any]) -> str:
         if operation == "ListPrivateIps":
@@ -462,6 +482,12 @@ def _connection_reason(exc: BaseException) -> str:
             break
         exc = inner
     return str(exc) or type(exc).__name__
+
+
+def _first_line(text: str) -> str:
+    """The first line of an error message, at most 200 characters (a web server's page would be all of it)."""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= 200 else line[:200] + "..."
 
 
 def _config_problem(exc: Exception) -> str:

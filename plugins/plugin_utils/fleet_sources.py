@@ -8,7 +8,13 @@ import inspect
 from typing import Any
 from urllib.parse import urlsplit
 
-from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError, Source, is_loopback
+from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import (
+    CALL_RETRIES,
+    CALL_TIMEOUT_S,
+    DiscoveryError,
+    Source,
+    is_loopback,
+)
 
 PACKAGE = "ansible_collections.gpufabric.cluster.plugins.plugin_utils"
 SOURCES = {
@@ -51,6 +57,39 @@ PLUGIN_SETTINGS = {
     "oci": {"compartment_id": "compartment_id", "regions": "regions", "profile": "profile", "endpoint_url": "endpoint"},
     "static": {"path": "path"},
 }
+
+
+# The call budget's accepted ranges: whole seconds per HTTP request, and retries per API call.
+TIMEOUT_RANGE_S = (1, 600)
+RETRIES_RANGE = (0, 10)
+
+
+def budget_options(name: str, timeout_s: float = CALL_TIMEOUT_S, retries: int = CALL_RETRIES) -> dict[str, Any]:
+    """Each source's own SDK arguments for one call budget: ``timeout_s`` to connect and to read one HTTP answer,
+    ``retries`` after a throttled answer (or a dropped connection, where the SDK retries it).
+
+    An endpoint that accepts and never answers then fails within about (retries + 1) x timeout_s plus the backoff.
+    GCP's SDK retries by time rather than by count: its throttled calls are retried for (retries + 1) x timeout_s.
+    """
+    attempts = retries + 1
+    options: dict[str, dict[str, Any]] = {
+        "aws": {"connect_timeout": timeout_s, "read_timeout": timeout_s, "max_attempts": attempts},
+        "gcp": {"timeout": timeout_s, "retry_timeout": timeout_s * attempts},
+        "azure": {"connection_timeout": timeout_s, "read_timeout": timeout_s, "retry_total": retries},
+        "oci": {"timeout_s": (timeout_s, timeout_s), "retry_attempts": attempts},
+        "nebius": {"timeout": timeout_s, "retry_attempts": attempts},
+    }
+    return options.get(name, {})
+
+
+def check_budget(name: str, timeout_s: Any, retries: Any, where: tuple[str, str]) -> None:
+    """Refuse a call budget out of range; ``where`` names the two settings as the user gave them."""
+    for value, (low, high), setting, unit in (
+        (timeout_s, TIMEOUT_RANGE_S, where[0], "whole seconds"),
+        (retries, RETRIES_RANGE, where[1], "retries"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise DiscoveryError(name, f"{setting} {value!r} is not accepted; accepted: {unit} from {low} to {high}")
 
 
 def check_endpoint(name: str, option: str, value: Any) -> None:

@@ -156,7 +156,7 @@ def test_instances_in_pages() -> None:
 def test_throttling_is_retried_with_backoff(code: grpc.StatusCode) -> None:
     with FakeNebius(FLEET, CLUSTERS) as fake:
         fake.throttle, fake.throttle_code = 3, code
-        found = list(source(fake, [EU, US]).instances())
+        found = list(source(fake, [EU, US], retry_attempts=4).instances())
     assert len(found) == len(FLEET)
     assert sum(fake.calls.values()) == 4 + 3
 
@@ -168,7 +168,7 @@ def test_throttled_for_good_is_one_error() -> None:
             list(source(fake, [EU]).instances())
     assert str(raised.value).startswith("nebius: listing GPU clusters in project-e00training is still throttled")
     assert "RESOURCE_EXHAUSTED" in str(raised.value)
-    assert fake.calls["GpuClusterService.List"] == 6
+    assert fake.calls["GpuClusterService.List"] == fleet_base.CALL_RETRIES + 1
 
 
 def test_rejected_credentials() -> None:

@@ -241,7 +241,7 @@ def test_pagination_over_thousands_of_instances_costs_calls_per_page(monkeypatch
 def test_throttling_is_retried_until_it_succeeds(mixed_fleet):
     with FakeOci(mixed_fleet) as fake:
         fake.throttle(3)
-        found = list(source(fake.endpoint).instances())
+        found = list(source(fake.endpoint, retry_attempts=4).instances())
         assert fake.throttled == 3
     assert len(found) == 6
 
@@ -310,7 +310,8 @@ def test_other_api_errors_carry_the_code_and_message(mixed_fleet):
         with pytest.raises(fleet_base.DiscoveryError) as error:
             list(source(fake.endpoint).instances())
     assert str(error.value) == (
-        "oci: ListVnicAttachments failed in us-ashburn-1: HTTP 400 InvalidParameter: compartmentId is malformed"
+        "oci: ListVnicAttachments failed in us-ashburn-1: HTTP 400 InvalidParameter: compartmentId is malformed "
+        f"(from {fake.endpoint.replace('{region}', 'us-ashburn-1')}/20160918)"
     )
 
 

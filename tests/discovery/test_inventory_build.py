@@ -308,3 +308,71 @@ def test_static_keeps_every_host_it_is_given():
     # The same types from a cloud API are not GPU hosts: left out as before (--include-non-gpu keeps them).
     cloud = [fleet_base.Instance("gcp", "vm", "vm", "n2-standard-8", fleet_base.RUNNING)]
     assert fleet_inventory.build(cloud, catalog)[0]["_meta"]["hostvars"] == {}
+
+
+CLOUD_FIELDS = ("name", "instance_type", "region", "zone", "placement", "private_ip", "public_ip", "nvlink_domain")
+EVERY_VALUE = """
+- name: Use every variable a cloud answer reaches
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Print them
+      ansible.builtin.debug:
+        msg: >-
+          host={{ ansible_host }} name={{ gpufabric_instance_name }} type={{ gpufabric_instance_type }}
+          region={{ gpufabric_region }} zone={{ gpufabric_zone }} placement={{ gpufabric_placement }}
+          private={{ gpufabric_private_ip }} public={{ gpufabric_public_ip }} domain={{ gpufabric_nvlink_domain }}
+          tags={{ gpufabric_tags }} ids={{ gpufabric_ids }} facts={{ gpufabric_source_facts }}
+"""
+
+
+def test_no_cloud_answer_is_ever_templated(tmp_path, ansible_env):
+    """Every field a cloud answers (addresses too: an API, a proxy or an emulator can answer anything there) is
+    written !unsafe: Ansible prints it as text and runs nothing (issue 42)."""
+
+    def evil(field: str) -> str:
+        return "{{ lookup('pipe', 'touch " + str(tmp_path / f"pwned-{field}") + "') }}"
+
+    answer = instance(
+        **{field: evil(field) for field in CLOUD_FIELDS},
+        tags={evil("tag-key"): evil("tag")},
+        ids={"project": evil("id")},
+        extra={"efa_interfaces": evil("fact")},
+    )
+    inventory, _warnings = fleet_inventory.build([answer], catalog, include_non_gpu=True)
+    ((host, variables),) = inventory["_meta"]["hostvars"].items()
+    assert variables["ansible_host"] == evil("private_ip")
+    written = tmp_path / "inventory.yml"
+    written.write_text(fleet_inventory.to_yaml(inventory), encoding="utf-8")
+    play = tmp_path / "play.yml"
+    play.write_text(EVERY_VALUE, encoding="utf-8")
+    result = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(written), str(play), "-c", "local"],
+        capture_output=True,
+        text=True,
+        env=ansible_env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(path.name for path in tmp_path.glob("pwned-*")) == [], "a cloud answer was templated"
+    for field in (*CLOUD_FIELDS, "tag-key", "tag", "id", "fact"):
+        assert f"touch {tmp_path / f'pwned-{field}'}" in result.stdout, field
+    assert host == "i-0001"
+
+
+def test_plugin_takes_the_call_budget_from_the_environment(tmp_path, ansible_env):
+    """cloud_timeout and cloud_retries (GPUFABRIC_CLOUD_TIMEOUT, GPUFABRIC_CLOUD_RETRIES) are checked before any
+    call: a value out of range is one error naming the option and the variable."""
+    config = tmp_path / "fleet.gpu_fleet.yml"
+    config.write_text(
+        "plugin: gpufabric.cluster.gpu_fleet\nsource: aws\nregions: [us-east-1]\nendpoint_url: http://127.0.0.1:9\n",
+        encoding="utf-8",
+    )
+    env = {**ansible_env, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "GPUFABRIC_CLOUD_RETRIES": "11"}
+    failed = ansible_inventory(env, "-i", str(config), "--list", check=False)
+    assert failed.returncode != 0
+    message = " ".join(failed.stderr.split())
+    assert (
+        "gpu_fleet: aws: cloud_retries (or GPUFABRIC_CLOUD_RETRIES) 11 is not accepted; accepted: retries from 0 to 10"
+        in message
+    ), message

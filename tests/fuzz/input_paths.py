@@ -136,6 +136,13 @@ OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
 # Environment variables the driver reads itself (ANSIBLE_* are Ansible's: tests/unit/test_ansible_config.py).
 ENVIRONMENT: dict[str, str | tuple[str, str]] = {
     "GPUFABRIC_CATALOG": "file",
+    **{
+        variable: (
+            "pass",
+            "read by inventory build only; fuzzed value by value in tests/discovery/test_bad_endpoints.py",
+        )
+        for variable in ("GPUFABRIC_CLOUD_RETRIES", "GPUFABRIC_CLOUD_TIMEOUT")
+    },
     "GPUFABRIC_INVENTORY_TIMEOUT": ("pass", "fuzzed value by value in tests/unit/test_inventory_timeout.py"),
     "GPUFABRIC_KEEP_RUNS": ("pass", "fuzzed value by value in tests/unit/test_runs.py"),
     "GPUFABRIC_SECRET_VARS": ("pass", "a list of variable names to redact; any text is a name"),

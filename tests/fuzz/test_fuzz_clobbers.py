@@ -30,7 +30,26 @@ def _linked(tmp: Path) -> None:
     os.link(tmp / "fleet.yml", tmp / "hard.yml")
 
 
+def _results(tmp: Path) -> None:
+    """An earlier verify's directory, whose report.json a user then takes for an input."""
+    _files(tmp)
+    (tmp / "out").mkdir()
+    (tmp / "out" / "report.json").write_text(INVENTORY)
+    (tmp / "out" / "busbw.png").write_text("profiles: {}\n")
+
+
+def _manifests(tmp: Path) -> None:
+    """An earlier k8s manifests directory (its marker lists what it wrote), one of its files taken for an input."""
+    _files(tmp)
+    (tmp / "k8s").mkdir()
+    (tmp / "k8s" / "inv.yml").write_text(INVENTORY)
+    (tmp / "k8s" / ".gpufabric-manifests").write_text("# Files `gpufabric k8s manifests` wrote here\ninv.yml\n")
+    (tmp / "empty").mkdir()
+
+
 KEPT = ("fleet.yml", "inv.yml", "vars.yml", "overrides.yml", "report")
+RESULTS = (*KEPT, "out", "out/report.json", "out/busbw.png")
+MANIFESTS = (*KEPT, "k8s", "k8s/inv.yml", "k8s/.gpufabric-manifests", "empty")
 DRIFT = ("drift", "-i", "inv.yml")
 BUILD = ("inventory", "build", "--source", "static", "--file", "fleet.yml")
 CASES = [
@@ -62,6 +81,48 @@ CASES = [
         setup=_files,
         untouched=KEPT,
         env={"GPUFABRIC_CATALOG": "{tmp}/overrides.yml"},
+    ),
+    Case(
+        "verify-o-report-is-inventory",
+        ("verify", "-i", "out/report.json", "-o", "out"),
+        names="-o and -i name the same file (out/report.json)",
+        setup=_results,
+        untouched=RESULTS,
+    ),
+    Case(
+        "verify-o-plot-is-catalog",
+        ("verify", "-i", "inv.yml", "--catalog", "{tmp}/out/busbw.png", "-o", "out"),
+        names="-o and --catalog name the same file (out/busbw.png and {tmp}/out/busbw.png)",
+        setup=_results,
+        untouched=RESULTS,
+    ),
+    Case(
+        "verify-o-report-is-extra-vars-file",
+        ("verify", "-i", "inv.yml", "-e", "@out/report.json", "-o", "out/"),
+        names="-o and -e name the same file (out/report.json and {tmp}/out/report.json)",
+        setup=_results,
+        untouched=RESULTS,
+    ),
+    Case(
+        "k8s-manifests-o-holds-inventory",
+        ("k8s", "manifests", "-i", "k8s/inv.yml", "-o", "k8s", "--force"),
+        names="-o k8s holds -i k8s/inv.yml, which the run reads; gpufabric replaces k8s whole",
+        setup=_manifests,
+        untouched=MANIFESTS,
+    ),
+    Case(
+        "k8s-manifests-o-is-inventory-directory",
+        ("k8s", "manifests", "-i", "empty", "-o", "{tmp}/empty"),
+        names="-o {tmp}/empty holds -i empty, which the run reads",
+        setup=_manifests,
+        untouched=MANIFESTS,
+    ),
+    Case(
+        "k8s-manifests-o-holds-catalog",
+        ("k8s", "manifests", "-i", "inv.yml", "--catalog", "k8s/inv.yml", "-o", "k8s", "--force"),
+        names="-o k8s holds --catalog k8s/inv.yml",
+        setup=_manifests,
+        untouched=MANIFESTS,
     ),
     Case(
         "drift-json-file-is-inventory",

@@ -192,7 +192,20 @@ def test_the_inventory_can_give_the_images_nic_names_and_they_reach_everything_i
         ),
         (
             {"gpufabric_nic_names": {"gpu": ["eth 1"]}},
-            "host var gpufabric_nic_names.gpu ['eth 1'] is not accepted; accepted: a list of interface names",
+            "host var gpufabric_nic_names.gpu[0] 'eth 1' is not an interface name (holds a character outside the "
+            "accepted ones); accepted: 1 to 15 bytes (Linux's IFNAMSIZ - 1)",
+        ),
+        (
+            {"gpufabric_nic_names": {"gpu": ["eth1", "enp0s12345678901"]}},
+            "host var gpufabric_nic_names.gpu[1] 'enp0s12345678901' is not an interface name (16 bytes long)",
+        ),
+        (
+            {"gpufabric_nic_names": {"management": ["eth0\n"]}},
+            "host var gpufabric_nic_names.management[0] 'eth0\\n' is not an interface name",
+        ),
+        (
+            {"gpufabric_nic_names": {"gpu": "eth1"}},
+            "host var gpufabric_nic_names.gpu 'eth1' is not accepted; accepted: a list of interface names",
         ),
         ({"gpufabric_nic_names": ["eth0"]}, "host var gpufabric_nic_names ['eth0'] is not accepted"),
     ],

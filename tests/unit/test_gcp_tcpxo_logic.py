@@ -270,6 +270,8 @@ def test_a_plan_that_has_not_named_the_hosts_nics_is_refused_once():
         ({"rxdm_ready_timeout": 0}, "gcp_tcpxo_rxdm_ready_timeout 0 is not accepted"),
         ({"gpu_nic_mtu": -1}, "gcp_tcpxo_gpu_nic_mtu -1 is not accepted"),
         ({"firewall_extra_interfaces": ["eth0; rm"]}, "interface name 'eth0; rm' is not accepted"),
+        ({"firewall_extra_interfaces": ["é" * 8]}, "interface name 'éééééééé' is not accepted (16 bytes long)"),
+        ({"firewall_extra_interfaces": ["eth0\n"]}, "interface name 'eth0\\n' is not accepted"),
         ({"rxdm_tag": "v1.0.20"}, "gcp_tcpxo_rxdm_tag v1.0.20 does not belong with gcp_tcpxo_plugin_tag v1.0.15"),
         ({"ar_transport_version": "latest"}, "gcp_tcpxo_ar_transport_version 'latest' is not accepted"),
         ({"rxdm_driver_libraries": ["/lib/libcuda.so.1"]}, "entry '/lib/libcuda.so.1' is not accepted"),

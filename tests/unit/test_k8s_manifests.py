@@ -369,6 +369,9 @@ def test_standard_tier_has_no_vfs(builtin):
         (k8s.Options(namespace="Bad_NS"), "--namespace"),
         (k8s.Options(storage_interface="eth0/1"), "--storage-interface"),
         (k8s.Options(storage_interface="a-very-long-interface-name"), "--storage-interface"),
+        # 16 bytes in 8 characters, and a name with a trailing newline: both over what Linux takes (IFNAMSIZ - 1).
+        (k8s.Options(storage_interface="é" * 8), "--storage-interface 'éééééééé' is not a network interface name (16"),
+        (k8s.Options(storage_interface="eth1\n"), "--storage-interface 'eth1\\n' is not a network interface name"),
         (k8s.Options(ipam_range="10.0.0.1/16"), "--ipam-range"),
         (k8s.Options(ipam_range="not-a-cidr"), "--ipam-range"),
         (k8s.Options(storage_ipam_range="10.1.0.0/16"), "needs --storage-interface"),
