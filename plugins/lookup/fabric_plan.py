@@ -71,6 +71,13 @@ options:
         ...) are filled from it; else the plan role fills them from the host's hardware (docs/catalog.md).
     type: raw
     default: null
+  image:
+    description:
+      - The host var C(gpufabric_image), the catalog image the host boots. The plan's C(image) then names it, with the
+        host-stack roles that adopt its stack (site.yml switches them to adopt). A name the catalog does not have
+        fails the lookup, naming it. Empty (the default) names no image.
+    type: str
+    default: ""
   host:
     description: The host's inventory name, for the O(require_profile) error.
     type: str
@@ -88,7 +95,7 @@ _raw:
   description:
     - One plan dictionary, with the keys C(profile), C(fabric), C(tier), C(roles), C(roles_unavailable), C(env),
       C(gpus), C(nics), C(sriov), C(hardware), C(bandwidth), C(nic_names), C(nic_placeholders), C(resolved_by),
-      C(unmanaged) and C(warnings).
+      C(image), C(unmanaged) and C(warnings).
   type: list
   elements: dict
 """
@@ -118,6 +125,7 @@ class LookupModule(LookupBase):
                 "gpufabric_instance_type": self.get_option("instance_type"),
                 "gpufabric_managed": self.get_option("managed"),
                 "gpufabric_nic_names": self.get_option("nic_names"),
+                "gpufabric_image": self.get_option("image"),
             }
             plan = self._plan(hostvars, catalog)
         except CatalogError as exc:
@@ -148,5 +156,6 @@ class LookupModule(LookupBase):
             "gpufabric_profile": fallback,
             "gpufabric_managed": hostvars["gpufabric_managed"],
             "gpufabric_nic_names": hostvars["gpufabric_nic_names"],
+            "gpufabric_image": hostvars["gpufabric_image"],
         }
         return plan_host(opted_in, catalog, tier=tier, tier_source="lookup option tier")

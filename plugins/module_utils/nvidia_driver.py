@@ -69,6 +69,13 @@ DRIVER_CARRIERS = (
     r"nvidia-headless-(no-dkms-)?\d+-server(-open)?",
     r"nvidia-driver-\d+-server(-open)?",
     r"nvidia-utils-\d+-server",
+    # Any other package of Canonical's -server set: every binary of nvidia-graphics-drivers-<N>-server carries the
+    # driver's version, and an image may ship part of the set without the meta packages or nvidia-utils (the GCP
+    # ubuntu-accelerator 2204 570 manifest records libnvidia-cfg1-570-server and nvidia-compute-utils-570-server,
+    # which provides nvidia-persistenced: manpages.ubuntu.com/manpages/jammy/man1/nvidia-persistenced.1.html,
+    # "Provided by: nvidia-compute-utils-550-server", seen 2026-12-07). Without it such an image counted as shipping
+    # no driver, and NVIDIA's packages were planned on top of Canonical's.
+    r"(lib)?nvidia-[a-z0-9-]+-\d+-server(-open)?",
     # NVIDIA's CUDA repository: the branch meta packages (to 575 on Ubuntu), nvidia-open and cuda-drivers.
     r"nvidia-driver-\d+(-open)?",
     r"nvidia-open",

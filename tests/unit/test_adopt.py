@@ -152,6 +152,19 @@ def test_a_gcp_like_image_is_adopted_held_and_only_fabric_manager_installed():
     assert result["cuda_repo_url"] == CUDA_2204
 
 
+def test_part_of_canonicals_set_without_its_meta_packages_is_still_the_images_driver():
+    # What the GCP ubuntu-accelerator 2204 570 manifest records (tests/fixtures/images/manifests/): two packages of
+    # Canonical's -server set, neither a meta package nor nvidia-utils. The image ships a driver: it is adopted, not
+    # taken for an image without one (NVIDIA's nvidia-driver-570-open and its DKMS planned on top of Canonical's).
+    shipped = {name: GCP_LIKE[name] for name in ("libnvidia-cfg1-570-server", "nvidia-compute-utils-570-server")}
+    result = plan(shipped | OTHERS)
+    assert result["errors"] == []
+    hold, added = result["supply"]
+    assert names(hold) == shipped and result["kernel_headers"] == []
+    assert names(added) == {"nvidia-fabricmanager-570": "570.195.03-*"}
+    assert result["adopt"]["found"] == shipped and result["upstream_version"] == "570.195.03"
+
+
 def test_fabric_manager_shipped_is_adopted_and_nothing_installed():
     shipped = GCP_LIKE | {"nvidia-fabricmanager-570": "570.195.03-1", "libnvidia-nscq-570": "570.195.03-1"}
     result = plan(shipped)

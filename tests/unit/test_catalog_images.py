@@ -249,3 +249,40 @@ def test_on_a_catalog_image_site_yml_switches_the_driver_to_adopt_and_the_plan_s
     # The inventory's own choice wins over the image's.
     chain = supply.host_supply(host_plan, {**hostvars, "nvidia_driver_provision": "install"}, facts, os_name, where)
     assert "nvidia_driver" not in chain["adopt"]
+
+
+def test_the_plan_role_s_lookup_carries_the_image_that_site_yml_adopts_from():
+    """site.yml reads gpufabric_plan.image (resolved by the plan role's lookup) to switch the roles it names to adopt:
+    the lookup must pass the host var gpufabric_image on, or a host on a catalog image is installed over."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpufabric.collection import collections_path
+
+    expression = (
+        "{{ lookup('gpufabric.cluster.fabric_plan', profile='gcp/a3-megagpu-8g', image='%s').image | to_json }}"
+    )
+    images = []
+    for image in (GCP_2204, ""):
+        run = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "ansible"),
+                "localhost",
+                "-m",
+                "ansible.builtin.debug",
+                "-a",
+                f"msg={expression % image}",
+                "-o",
+            ],
+            env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections_path()), "ANSIBLE_LOCALHOST_WARNING": "0"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        images.append(json.loads(json.loads(run.stdout.split("=>", 1)[1])["msg"]))
+    assert images[0]["name"] == GCP_2204 and images[0]["adopt"] == ["nvidia_driver"]
+    assert images[1] is None
+    role = (Path(__file__).resolve().parents[2] / "roles/plan/tasks/main.yml").read_text(encoding="utf-8")
+    assert "image=gpufabric_image | default('')" in role

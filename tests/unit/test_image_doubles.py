@@ -120,6 +120,9 @@ def test_repos_offer_every_recorded_version(tmp_path: Path) -> None:
     offered = {(package["name"], package["version"]) for package in cuda["packages"]}
     assert ("libnccl2", "2.27.5-1+cuda12.9") in offered
     assert ("nvidia-fabricmanager", "580.126.20-1") in offered
+    # Fabric manager carries its (inert) unit, so that a host installing it can enable it.
+    (fm,) = [p for p in cuda["packages"] if (p["name"], p["version"]) == ("nvidia-fabricmanager", "580.126.20-1")]
+    assert "ExecStart=/bin/true" in fm["files"]["/usr/lib/systemd/system/nvidia-fabricmanager.service"]
     # An UNVERIFIED version is not offered: nothing says what the string is.
     assert not any(name == "nvidia-driver-pinning-580.173.02" for name, _version in offered)
     assert repositories["ubuntu/noble"]["suites"] == ["noble"]
