@@ -80,10 +80,11 @@ class Fabric:
         return out
 
 
-def inject(hosts: Sequence[str], share: float, rails: int, rng: random.Random) -> list[Fault]:
+def inject(hosts: Sequence[str], share: float, rails: int, rng: random.Random, turn: int) -> list[Fault]:
+    """``share`` of ``hosts`` bad (at least one), the kinds in turn from KINDS[turn] (so one fault cycles too)."""
     count = max(1, round(share * len(hosts)))
     bad = rng.sample(list(hosts), count)
-    kinds = [KINDS[index % len(KINDS)] for index in range(count)]
+    kinds = [KINDS[(turn + index) % len(KINDS)] for index in range(count)]
     rng.shuffle(kinds)
     return [
         Fault(host, kind, None if kind == "node" else rng.randrange(rails))
@@ -172,7 +173,7 @@ def main() -> None:
             started = time.process_time()
             for seed in range(args.seeds):
                 rng = random.Random(seed * 7919 + size)
-                faults = inject(hosts[1:], share, rails, rng)  # hosts[0] is the baseline's reference
+                faults = inject(hosts[1:], share, rails, rng, seed)  # hosts[0] is the baseline's reference
                 faults_total += len(faults)
                 fabric = Fabric(faults, rails, floor.busbw_gbyte_s, args, seed)
                 options = sweep.Options(

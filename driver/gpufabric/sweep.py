@@ -270,7 +270,8 @@ class _Sweep:
         kept = []
         for pair in pairs:
             # A pair the runner returned nothing for failed: the run did not report.
-            failed: tuple[Status, ...] = ("fail",) * self.options.rails
+            fail: Status = "fail"
+            failed = (fail,) * self.options.rails
             result = by_pair.get(frozenset(pair)) or PairResult(pair, failed, ("no result",) * self.options.rails)
             kept.append(result)
         for result in kept:
