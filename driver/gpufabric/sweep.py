@@ -95,6 +95,7 @@ class Options:
     convict_after: int = 2
     clear_after: int = 1
     retest_clean: bool = True  # pair hosts not needed as partners among themselves in follow-up rounds
+    probation: int = 2  # passes in a row a cleared unit with a bad result against a good partner still needs
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class SweepResult:
     rounds: list[Round] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     unresolved: list[tuple[str, int]] = field(default_factory=list)  # (host, rail) still suspect at the end
+    watch: list[tuple[str, int]] = field(default_factory=list)  # on probation at the end: passed, but read bad once
     untested: list[str] = field(default_factory=list)  # hosts no round could pair (a fleet of one)
 
     @property
@@ -187,9 +189,28 @@ class _Sweep:
     def host_states(self, host: str) -> set[str]:
         return {self.state(host, rail) for rail in range(self.options.rails)}
 
+    def on_probation(self, host: str, rail: int) -> bool:
+        """Proven again, but read bad with a good partner and has not passed ``probation`` times in a row since."""
+        unit = self.units[(host, rail)]
+        if not self.options.probation or unit.state(self.options.convict_after) not in PROVEN:
+            return False
+        if not self.attributed(host, rail):
+            return False
+        streak = 0
+        for obs in reversed([obs for obs in unit.observations if obs.counts]):
+            if obs.status != "pass":
+                break
+            streak += obs.partner_good
+        return streak < self.options.probation
+
     def open_hosts(self) -> list[str]:
-        """Hosts still to be tested or with a suspect rail."""
-        return [host for host in self.hosts if self.host_states(host) & {"untested", "suspect"}]
+        """Hosts still to be tested, with a suspect rail or with a rail on probation."""
+        rails = range(self.options.rails)
+        return [
+            host
+            for host in self.hosts
+            if self.host_states(host) & {"untested", "suspect"} or any(self.on_probation(host, rail) for rail in rails)
+        ]
 
     def group(self, host: str) -> str | None:
         return (self.options.groups or {}).get(host)
@@ -227,11 +248,12 @@ class _Sweep:
         """One follow-up round: suspects (and an untested leftover) with proven-good partners, then the rest
         (not in the ``last`` round: a suspect found there could not be resolved)."""
         rails = range(self.options.rails)
+        waiting = self.open_hosts()
         reference = [host for host in self.hosts if all(self.proven(host, rail) for rail in rails)]
+        reference = [host for host in reference if host not in set(waiting)]
         self.rng.shuffle(reference)
         busy: set[str] = set()
         pairs: list[Pair] = []
-        waiting = self.open_hosts()
         self.rng.shuffle(waiting)
         # Suspects with the most bad results first: they are nearest to a verdict.
         waiting.sort(key=lambda host: -sum(len(self.attributed(host, rail)) for rail in rails))
@@ -322,6 +344,7 @@ class _Sweep:
                     for rail in convicted
                 ]
             out.unresolved += [(host, rail) for rail in range(rails) if self.state(host, rail) == "suspect"]
+            out.watch += [(host, rail) for rail in range(rails) if self.on_probation(host, rail)]
             if all(self.state(host, rail) == "untested" for rail in range(rails)):
                 out.untested.append(host)
         return out
