@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("--max-follow-up", type=int, default=3)
     parser.add_argument("--clear-after", type=int, default=sweep.Options.clear_after)
     parser.add_argument("--convict-after", type=int, default=sweep.Options.convict_after)
+    parser.add_argument("--probation", type=int, default=sweep.Options.probation)
     parser.add_argument("--pair-test-s", type=float, default=120.0, help="one pair test (a round), seconds; UNVERIFIED")
     parser.add_argument("--budget-min", type=float, default=30.0)
     args = parser.parse_args()
@@ -151,7 +152,8 @@ def main() -> None:
     print(
         f"faults: node/rail/flap in turn, flap slow in {args.flap:.0%} of tests; noise {args.noise:.1%} of tests "
         f"one rail, crash {args.crash:.1%}; racks of {args.rack}; {args.seeds} seeds per row; "
-        f"at most {args.max_follow_up} rounds after the first pass"
+        f"at most {args.max_follow_up} rounds after the first pass; convict after {args.convict_after}, "
+        f"clear after {args.clear_after}, probation {args.probation}"
     )
     print(
         f"pair-test duration {args.pair_test_s:g} s per round (parameter, UNVERIFIED); baseline: one host at a "
@@ -168,6 +170,7 @@ def main() -> None:
         groups = {host: f"rack-{index // args.rack}" for index, host in enumerate(hosts)}
         for share in [float(value) for value in args.shares.split(",")]:
             rounds, precisions, unresolved, found_by, faults_total, solid_all = [], [], [], [], 0, 0
+            pooled = [0, 0]  # true findings, findings
             kinds = {kind: [0, 0] for kind in KINDS}
             base_found = base_true = base_findings = 0
             started = time.process_time()
@@ -183,6 +186,7 @@ def main() -> None:
                     max_follow_up=args.max_follow_up,
                     clear_after=args.clear_after,
                     convict_after=args.convict_after,
+                    probation=args.probation,
                 )
                 result = sweep.sweep(hosts, sweep.judged(fabric.measure, floor), options)
                 found = [(finding.host, finding.rail) for finding in result.findings]
@@ -194,6 +198,8 @@ def main() -> None:
                     kinds[kind][0] += hit
                     kinds[kind][1] += total
                 precisions.append(true / len(found) if found else 1.0)
+                pooled[0] += true
+                pooled[1] += len(found)
                 rounds.append(result.follow_up_rounds)
                 unresolved.append(len(result.unresolved))
                 base = baseline(hosts, Fabric(faults, rails, floor.busbw_gbyte_s, args, seed), floor)
@@ -214,11 +220,12 @@ def main() -> None:
                 f"{size:>5} {share:>4.0%} {faults_total / args.seeds:>6.1f} {statistics.mean(rounds):>7.2f} "
                 f"{max(rounds):>3} {max(found_by):>6} {found_all / faults_total:>6.3f} {rate(kinds['node']):>5} "
                 f"{rate(kinds['rail']):>5} {rate(kinds['flap']):>5} {solid_all / args.seeds:>5.2f} "
-                f"{statistics.mean(precisions):>5.3f} {min(precisions):>5.3f} "
+                f"{pooled[0] / pooled[1] if pooled[1] else 1.0:>5.3f} {min(precisions):>5.3f} "
                 f"{statistics.mean(unresolved):>5.2f} {wall_min:>8.1f} {args.budget_min * 60 / worst:>10.0f} "
                 f"{base_found / faults_total:>8.3f} {(base_true / base_findings if base_findings else 1):>9.3f} "
                 f"{base_wall_h:>11.1f} {base_wall_h * 60 / wall_min:>9.0f}x {cpu:>6.2f}"
             )
+    print("prec = true findings / findings over all runs of the row; pmin = the worst run's; unres = suspects left")
     print(
         "found+ = worst round after the first pass by which the sweep had convicted the faults it found; solid = "
         "share of runs with every node and rail fault found"
