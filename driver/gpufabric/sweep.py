@@ -17,14 +17,16 @@ GPU per node, so one two-node run measures every rail at once):
 3. A unit (host, rail) that read slow or failed is a suspect. Later rounds pair each suspect host with a host
    proven good on every rail (a partner it has not had before, of its group when possible); hosts not needed as
    partners are re-paired among themselves, which re-tests them for free (a round takes as long with them).
-4. Conviction rule (precision first): a unit is convicted after ``convict_after`` (2) bad results with distinct
-   partners that are proven good on that rail: proven when the test ran, or since (a first-pass partner that
-   later passed with a proven-good host). A bad result between two unproven units (the first pass) makes both
-   suspects; a bad result of a proven-good unit with an unproven partner is blamed on the partner alone. A
-   suspect is cleared after ``clear_after`` (1) consecutive passes with proven-good partners, and is a suspect
-   again at its next bad result. Proven good: passed and never bad, or cleared. So a flapping unit is convicted
-   once it has read bad with two good partners; one that passes every retest is cleared (the bench measures how
-   often), and suspects left when the round budget ends are reported unresolved, never convicted.
+4. Conviction rule (precision first): a unit is convicted after ``convict_after`` (2) bad results of one kind (slow,
+   or fail) with distinct partners that are proven good on that rail: proven when the test ran, or since (a
+   first-pass partner that later passed with a proven-good host). A bad result between two unproven units (the first
+   pass) makes both suspects; a bad result of a proven-good unit with an unproven partner is blamed on the partner
+   alone. A suspect is cleared after ``clear_after`` (1) consecutive passes with proven-good partners, and is a
+   suspect again at its next bad result. Proven good: passed and never bad, or cleared. A cleared unit that read bad
+   with a proven-good partner stays on probation (still scheduled) until it passes ``probation`` (2) times in a row.
+   So a flapping unit is convicted once it has read bad with two good partners; one that passes every retest is
+   cleared (the bench measures how often), and suspects left when the round budget ends are reported unresolved,
+   never convicted.
 5. A host whose every rail is convicted is reported as the bad node; otherwise each convicted rail is named.
 """
 
@@ -128,6 +130,15 @@ class SweepResult:
 RunRound = Callable[[Sequence[Pair]], Iterable[PairResult]]
 
 
+def _strongest(bad: list[Observation]) -> dict[str, Observation]:
+    """{partner: first bad result} of the kind (slow or fail) with the most partners: a failed run says nothing
+    about which rail is slow and a slow rail nothing about crashes, so evidence of the two kinds does not add up."""
+    kinds: dict[str, dict[str, Observation]] = {}
+    for obs in bad:
+        kinds.setdefault(obs.status, {}).setdefault(obs.partner, obs)
+    return max(kinds.values(), key=len, default={})
+
+
 class _Unit:
     """What the sweep knows about one (host, rail)."""
 
@@ -138,11 +149,12 @@ class _Unit:
         self.cleared = False
 
     def bad_good_partners(self) -> dict[str, Observation]:
-        return {obs.partner: obs for obs in self.observations if obs.status != "pass" and obs.partner_good}
+        """The bad results of one kind (slow, or fail) with the most distinct partners proven good then."""
+        return _strongest([obs for obs in self.observations if obs.status != "pass" and obs.partner_good])
 
     def state(self, convict_after: int) -> str:
-        """The state from this unit's own record (a bad result counts when the partner was proven good then)."""
-        """untested, good (passed, never bad), suspect, cleared or convicted."""
+        """untested, good (passed, never bad), suspect, cleared or convicted, from this unit's own record (a bad
+        result counts against it when the partner was proven good then); _Sweep.state adds what partners show since."""
         if not self.observations:
             return "untested"
         if len(self.bad_good_partners()) >= convict_after:
@@ -168,14 +180,15 @@ class _Sweep:
         self.convicted_in: dict[tuple[str, int], int] = {}
 
     def attributed(self, host: str, rail: int) -> dict[str, Observation]:
-        """Bad results of (host, rail), by partner, whose partner was proven good then or is now."""
-        out: dict[str, Observation] = {}
-        for obs in self.units[(host, rail)].observations:
-            if obs.status == "pass" or not obs.counts:
-                continue
-            if obs.partner_good or self.units[(obs.partner, rail)].state(self.options.convict_after) in PROVEN:
-                out.setdefault(obs.partner, obs)
-        return out
+        """Bad results of (host, rail) of one kind, by partner, whose partner was proven good then or is now."""
+        bad = [
+            obs
+            for obs in self.units[(host, rail)].observations
+            if obs.status != "pass"
+            and obs.counts
+            and (obs.partner_good or self.units[(obs.partner, rail)].state(self.options.convict_after) in PROVEN)
+        ]
+        return _strongest(bad)
 
     def state(self, host: str, rail: int) -> str:
         own = self.units[(host, rail)].state(self.options.convict_after)
