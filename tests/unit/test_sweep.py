@@ -146,6 +146,30 @@ def test_one_transient_slow_result_convicts_no_one() -> None:
     assert len(result.rounds) == 3
 
 
+def test_a_failed_run_and_a_slow_rail_do_not_add_up() -> None:
+    """A crash marks every rail; one slow rail later with another good partner is not a second piece of evidence."""
+    seen: list[sweep.Pair] = []
+
+    def run(pairs: Sequence[sweep.Pair]) -> list[sweep.PairResult]:
+        results = []
+        for pair in pairs:
+            statuses: tuple[sweep.Status, ...] = ("pass", "pass")
+            if "node-010" in pair:
+                statuses = ("slow", "slow")  # a bad node keeps the sweep going for a few rounds
+            elif "node-003" in pair:
+                seen.append(pair)
+                if len(seen) == 2:
+                    statuses = ("fail", "fail")
+                elif len(seen) == 3:
+                    statuses = ("slow", "pass")
+            results.append(sweep.PairResult(pair, statuses))
+        return results
+
+    result = sweep.sweep(hosts(16), run, sweep.Options(rails=2, seed=3, max_follow_up=4))
+    assert len(seen) >= 3
+    assert result.bad_hosts == ["node-010"]
+
+
 def test_a_proven_host_paired_with_a_bad_one_stays_proven() -> None:
     fabric = Fabric(bad=[("node-001", 0)])
     result = sweep.sweep(hosts(16), fabric, sweep.Options(seed=7))
