@@ -135,6 +135,7 @@ def main() -> None:
     parser.add_argument("--clear-after", type=int, default=sweep.Options.clear_after)
     parser.add_argument("--convict-after", type=int, default=sweep.Options.convict_after)
     parser.add_argument("--probation", type=int, default=sweep.Options.probation)
+    parser.add_argument("--min-follow-up", type=int, default=sweep.Options.min_follow_up)
     parser.add_argument("--pair-test-s", type=float, default=120.0, help="one pair test (a round), seconds; UNVERIFIED")
     parser.add_argument("--budget-min", type=float, default=30.0)
     args = parser.parse_args()
@@ -153,7 +154,7 @@ def main() -> None:
         f"faults: node/rail/flap in turn, flap slow in {args.flap:.0%} of tests; noise {args.noise:.1%} of tests "
         f"one rail, crash {args.crash:.1%}; racks of {args.rack}; {args.seeds} seeds per row; "
         f"at most {args.max_follow_up} rounds after the first pass; convict after {args.convict_after}, "
-        f"clear after {args.clear_after}, probation {args.probation}"
+        f"clear after {args.clear_after}, probation {args.probation}, at least {args.min_follow_up} after it"
     )
     print(
         f"pair-test duration {args.pair_test_s:g} s per round (parameter, UNVERIFIED); baseline: one host at a "
@@ -187,6 +188,7 @@ def main() -> None:
                     clear_after=args.clear_after,
                     convict_after=args.convict_after,
                     probation=args.probation,
+                    min_follow_up=args.min_follow_up,
                 )
                 result = sweep.sweep(hosts, sweep.judged(fabric.measure, floor), options)
                 found = [(finding.host, finding.rail) for finding in result.findings]

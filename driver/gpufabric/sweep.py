@@ -94,6 +94,9 @@ class Options:
     seed: int = 0
     groups: Mapping[str, str] | None = None  # host -> rack / NVLink domain / placement group: preferred partners
     max_follow_up: int = 3  # rounds after the first pass; suspects left then are reported unresolved
+    min_follow_up: int = (
+        0  # rounds after the first pass run even when nothing is suspect: every host meets new partners
+    )
     convict_after: int = 2
     clear_after: int = 1
     retest_clean: bool = True  # pair hosts not needed as partners among themselves in follow-up rounds
@@ -373,11 +376,12 @@ def sweep(hosts: Sequence[str], run_round: RunRound, options: Options | None = N
         number = len(rounds) + 1
         results = state.record(number, pairs, run_round(tuple(pairs)))
         rounds.append(Round(number, tuple(pairs), results))
-        if not state.open_hosts() or len(rounds) > options.max_follow_up:
+        more = len(rounds) <= options.min_follow_up  # re-test every host with new partners (flapping links)
+        if (not state.open_hosts() and not more) or len(rounds) > options.max_follow_up:
             break
         pairs = state.schedule(last=len(rounds) == options.max_follow_up)
         still_open = set(state.open_hosts())
-        if not any(host in still_open for pair in pairs for host in pair):
+        if not more and not any(host in still_open for pair in pairs for host in pair):
             break  # nothing left to learn: the open hosts have no partner they have not met
     result = state.result()
     result.rounds = rounds

@@ -130,6 +130,19 @@ def test_a_flapping_rail_that_passes_its_retest_is_cleared_not_blamed_on_its_par
     assert result.findings == [] and result.unresolved == []
 
 
+def test_min_follow_up_re_tests_every_host_with_new_partners() -> None:
+    fleet = hosts(16)
+    result = sweep.sweep(fleet, Fabric(rails=2), sweep.Options(rails=2, seed=0, min_follow_up=2))
+    assert len(result.rounds) == 3 and result.findings == []
+    for round_ in result.rounds:
+        assert sorted(host for pair in round_.pairs for host in pair) == fleet
+    pairs = [frozenset(pair) for round_ in result.rounds for pair in round_.pairs]
+    assert len(pairs) == len(set(pairs))
+    fabric = Fabric(rails=2, flaps=[("node-004", 1)])
+    result = sweep.sweep(fleet, fabric, sweep.Options(rails=2, seed=0, min_follow_up=2))
+    assert [(finding.host, finding.rail) for finding in result.findings] == [("node-004", 1)]
+
+
 def test_one_transient_slow_result_convicts_no_one() -> None:
     """A pair slow once (noise) makes two suspects; each passes with a proven-good partner and is cleared, then
     passes once more on probation (each one's first-pass bad counts once the other is proven)."""
