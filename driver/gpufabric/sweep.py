@@ -180,7 +180,8 @@ class _Sweep:
         self.rng = random.Random(options.seed)
         self.units = {(host, rail): _Unit() for host in hosts for rail in range(options.rails)}
         self.met: set[frozenset[str]] = set()
-        self.convicted_in: dict[tuple[str, int], int] = {}
+        # (host, rail) -> (round, evidence) when convicted: a verdict stands when a partner later reads bad once.
+        self.convicted: dict[tuple[str, int], tuple[int, tuple[Observation, ...]]] = {}
 
     def attributed(self, host: str, rail: int) -> dict[str, Observation]:
         """Bad results of (host, rail) of one kind, by partner, whose partner was proven good then or is now."""
@@ -194,6 +195,8 @@ class _Sweep:
         return _strongest(bad)
 
     def state(self, host: str, rail: int) -> str:
+        if (host, rail) in self.convicted:
+            return "convicted"
         own = self.units[(host, rail)].state(self.options.convict_after)
         if own in ("untested", "convicted"):
             return own
@@ -324,8 +327,9 @@ class _Sweep:
         for unit in self.units.values():
             self.update(unit)
         for host, rail in self.units:
-            if (host, rail) not in self.convicted_in and self.state(host, rail) == "convicted":
-                self.convicted_in[(host, rail)] = number
+            if (host, rail) not in self.convicted and self.state(host, rail) == "convicted":
+                evidence = tuple(sorted(self.attributed(host, rail).values(), key=lambda obs: obs.round))
+                self.convicted[(host, rail)] = (number, evidence)
         return tuple(kept)
 
     def update(self, unit: _Unit) -> None:
@@ -346,17 +350,14 @@ class _Sweep:
         out = SweepResult(self.hosts, rails)
         for host in self.hosts:
             convicted = [rail for rail in range(rails) if self.state(host, rail) == "convicted"]
-            evidence = {
-                rail: tuple(sorted(self.attributed(host, rail).values(), key=lambda obs: obs.round))
-                for rail in convicted
-            }
+            evidence = {rail: self.convicted[(host, rail)][1] for rail in convicted}
             if convicted and len(convicted) == rails:
                 flat = tuple((rail, obs) for rail in convicted for obs in evidence[rail])
-                when = max(self.convicted_in[(host, rail)] for rail in convicted)
+                when = max(self.convicted[(host, rail)][0] for rail in convicted)
                 out.findings.append(Finding(host, None, flat, when))
             else:
                 out.findings += [
-                    Finding(host, rail, tuple((rail, obs) for obs in evidence[rail]), self.convicted_in[(host, rail)])
+                    Finding(host, rail, tuple((rail, obs) for obs in evidence[rail]), self.convicted[(host, rail)][0])
                     for rail in convicted
                 ]
             out.unresolved += [(host, rail) for rail in range(rails) if self.state(host, rail) == "suspect"]

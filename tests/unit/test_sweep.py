@@ -183,6 +183,24 @@ def test_a_failed_run_and_a_slow_rail_do_not_add_up() -> None:
     assert result.bad_hosts == ["node-010"]
 
 
+def test_a_conviction_stands_when_the_first_pass_partner_reads_bad_later() -> None:
+    """The bad host's first-pass result counts once its partner is proven; that partner going bad later must not
+    undo the verdict."""
+    fleet = hosts(16)
+    first = sweep.sweep(fleet, Fabric(bad=[("node-006", 0)]), sweep.Options(seed=1)).rounds[0]
+    (partner,) = [host for pair in first.pairs if "node-006" in pair for host in pair if host != "node-006"]
+
+    class LaterNoise(Fabric):
+        def slow(self, host: str, rail: int) -> bool:
+            count = self.tests[(host, rail)] = self.tests.get((host, rail), 0) + 1
+            return host == "node-006" or (host == partner and count >= 3)
+
+    fabric = LaterNoise()
+    result = sweep.sweep(fleet, fabric, sweep.Options(seed=1, min_follow_up=2, max_follow_up=3))
+    assert fabric.tests[(partner, 0)] >= 4
+    assert ("node-006", 2) in [(finding.host, finding.round) for finding in result.findings]
+
+
 def test_a_proven_host_paired_with_a_bad_one_stays_proven() -> None:
     fabric = Fabric(bad=[("node-001", 0)])
     result = sweep.sweep(hosts(16), fabric, sweep.Options(seed=7))
