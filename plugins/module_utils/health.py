@@ -237,7 +237,6 @@ def check_pcie_links(reading: dict[str, Any]) -> list[dict[str, Any]]:
             message = f"{what}: the PCIe link files could not be read or say Unknown"
             out.append(verdict("pcie_link", address, UNKNOWN, message, evidence=evidence))
             continue
-        assert width is not None and max_width is not None and speed is not None and max_speed is not None
         if width < max_width:
             message = f"{what} links at x{width}; it and its slot can do x{max_width}"
             out.append(verdict("pcie_link", address, FAIL, message, ACTIONS["pcie_link"], evidence))
