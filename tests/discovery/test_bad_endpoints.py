@@ -111,10 +111,9 @@ def test_aws_source_names_the_endpoint_and_what_it_answered(endpoint, answer: st
     assert says.format(url=url) in str(raised.value)
 
 
-@pytest.mark.parametrize("answer", ["empty", "truncated", "redirect-loop"])
-def test_inventory_build_ends_with_one_clear_error(endpoint, ansible_env, tmp_path: Path, answer: str) -> None:
-    url, handler = endpoint
-    handler.answer = answer
+def aws_cli_env(ansible_env: dict[str, str], tmp_path: Path, **more: str) -> dict[str, str]:
+    """The CLI's environment for the AWS source against the local server: test credentials, no proxy, no user's
+    AWS files, and ``more`` on top."""
     env = {
         key: value for key, value in ansible_env.items() if not key.startswith("AWS_") and "proxy" not in key.lower()
     }
@@ -126,7 +125,16 @@ def test_inventory_build_ends_with_one_clear_error(endpoint, ansible_env, tmp_pa
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
         NO_PROXY="127.0.0.1,localhost",
         COLUMNS="200",
+        **more,
     )
+    return env
+
+
+@pytest.mark.parametrize("answer", ["empty", "truncated", "redirect-loop"])
+def test_inventory_build_ends_with_one_clear_error(endpoint, ansible_env, tmp_path: Path, answer: str) -> None:
+    url, handler = endpoint
+    handler.answer = answer
+    env = aws_cli_env(ansible_env, tmp_path)
     done = subprocess.run(
         [
             str(BIN / "gpufabric"),
@@ -362,20 +370,7 @@ def test_the_budget_reaches_every_sdk_and_defaults_bound_a_dead_endpoint(monkeyp
 def test_inventory_build_gives_up_on_a_silent_endpoint_within_the_budget(endpoint, ansible_env, tmp_path: Path) -> None:
     url, handler = endpoint
     handler.answer = "silent"
-    env = {
-        key: value for key, value in ansible_env.items() if not key.startswith("AWS_") and "proxy" not in key.lower()
-    }
-    env.update(
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_EC2_METADATA_DISABLED="true",
-        AWS_CONFIG_FILE=str(tmp_path / "config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
-        NO_PROXY="127.0.0.1,localhost",
-        COLUMNS="200",
-        GPUFABRIC_CLOUD_TIMEOUT="1",
-        GPUFABRIC_CLOUD_RETRIES="1",
-    )
+    env = aws_cli_env(ansible_env, tmp_path, GPUFABRIC_CLOUD_TIMEOUT="1", GPUFABRIC_CLOUD_RETRIES="1")
     argv = [str(BIN / "gpufabric"), "inventory", "build", "--source", "aws", "--region", "us-east-1"]
     done = subprocess.run(
         [*argv, "--endpoint-url", url], capture_output=True, text=True, env=env, timeout=60, check=False
