@@ -27,9 +27,23 @@ XID_79 = "kernel: NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n"
 def host_line(tmp_path: Path, name: str, faults: Faults | None = None, log: str = HEALTHY_LOG) -> str:
     root = write_tree(catalog.get(PROFILE), tmp_path / name, faults)
     (tmp_path / f"{name}.log").write_text(log, encoding="utf-8")
+    # nvidia-smi's answers for a healthy host: lines in its --format=csv,noheader shape, SIMULATED values (the
+    # shape's sources are in tests/unit/test_health_gpu_memory.py).
+    smi = tmp_path / f"{name}-smi"
+    smi.mkdir()
+    devices = sorted((root / "sys/bus/pci/devices").iterdir())
+    buses = [f"0000{path.name.upper()}" for path in devices if (path / "class").read_text().startswith("0x030")]
+    gpu_line = ", 550.90.07, 96.00.89.00.01, 0, 0, [N/A], [N/A], 0x0000000000000001\n"
+    (smi / "query-gpu.csv").write_text("".join(bus + gpu_line for bus in buses), encoding="utf-8")
+    (smi / "query-remapped-rows.csv").write_text("".join(f"{bus}, 0, 0, 0\n" for bus in buses), encoding="utf-8")
+    # nvidia-smi nvlink -s in the shape tests/unit/test_health_nvlink.py sources; 18 links each, SIMULATED rates.
+    links = "".join(f"         Link {link}: 25.000 GB/s\n" for link in range(18))
+    nvlink = "".join(f"GPU {index}: NVIDIA H100 80GB HBM3 (UUID: GPU-{index})\n{links}" for index in range(len(buses)))
+    (smi / "nvlink-status.txt").write_text(nvlink, encoding="utf-8")
     return (
         f"{name} ansible_connection=local ansible_python_interpreter={sys.executable} ansible_become=false "
-        f"gpufabric_profile={PROFILE} gpufabric_hw_root={root} health_kernel_log_file={tmp_path / f'{name}.log'}"
+        f"gpufabric_profile={PROFILE} gpufabric_hw_root={root} health_kernel_log_file={tmp_path / f'{name}.log'} "
+        f'health_nvidia_smi_dir={smi} health_service_states=\'{{"nvidia-fabricmanager": "active"}}\''
     )
 
 
