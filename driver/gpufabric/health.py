@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import stat
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from rich.text import Text
 
 from gpufabric import ansible_settings, apply, runs
 from gpufabric import catalog as fabric_catalog
-from gpufabric.collection import collection_root
+from gpufabric.collection import collection_root, module_utils
 from gpufabric.errors import EXIT_CHANGES, EXIT_FAILED, EXIT_OK, UserError
 from gpufabric.playbook_args import PlaybookArgs
 
@@ -36,6 +37,8 @@ MAX_PREVIOUS_BYTES = 256 * 1024 * 1024
 HEALTH_ACTION = "gpufabric.cluster.health_info"
 UNMANAGED_FACT = "gpufabric_unmanaged"
 EXCLUDED = "excluded"
+# Two hosts that differ cannot say which one is off.
+MIN_SKEW_HOSTS = 3
 STATUS_STYLE = {"pass": "green", "unknown": "yellow", "fail": "bold red", "error": "bold red", "excluded": "dim"}
 
 
@@ -59,6 +62,7 @@ class HostHealth:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     port_counters: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    versions: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,8 +71,22 @@ class HostHealth:
             "counts": self.counts,
             "verdicts": self.verdicts,
             "port_counters": self.port_counters,
+            "versions": self.versions,
             "error": self.error,
         }
+
+    def add(self, verdict: dict[str, Any]) -> None:
+        """One more verdict, and the host's status, counts and action again (as health.summary has them)."""
+        self.verdicts.append(verdict)
+        status = verdict["status"]
+        self.counts[status] = self.counts.get(status, 0) + 1
+        if status == "fail":
+            self.status = "fail"
+            actions = [self.action, verdict.get("action")]
+            order = module_utils("health").ACTION_ORDER
+            self.action = max((a for a in actions if a), key=order.index, default=None)
+        elif status == "unknown" and self.status == "pass":
+            self.status = "unknown"
 
 
 @dataclass
@@ -147,6 +165,11 @@ def summarize(events: list[dict[str, Any]], expected_hosts: list[str]) -> dict[s
                 counts=dict(_mapping(summary.get("counts"))),
                 verdicts=list(res.get("verdicts") or []),
                 port_counters=dict(_mapping(res.get("port_counters"))),
+                versions={
+                    str(key): [str(item) for item in value]
+                    for key, value in _mapping(res.get("versions")).items()
+                    if isinstance(value, list)
+                },
             )
         elif kind == "runner_on_ok":
             unmanaged = _mapping(_mapping(res.get("ansible_facts")).get(UNMANAGED_FACT))
@@ -169,6 +192,38 @@ def summarize(events: list[dict[str, Any]], expected_hosts: list[str]) -> dict[s
         else:
             out[host] = HostHealth(status="error", error=problems.get(host, "no health verdicts came back"))
     return out
+
+
+def judge_skew(hosts: Mapping[str, HostHealth]) -> None:
+    """Version skew across the fleet: for each of VERSION_KEYS, a host whose versions differ from the majority's gets
+    a ``version_skew`` fail (action ``monitor``); the majority's hosts a pass. Hosts that reported nothing for a key
+    are left out of it; with no strict majority (a tie) every reporting host gets ``unknown``. Fewer than
+    MIN_SKEW_HOSTS hosts reporting: no verdict."""
+    checks = module_utils("health")
+    for key in checks.VERSION_KEYS:
+        seen = {
+            name: ", ".join(host.versions[key])
+            for name, host in hosts.items()
+            if host.status in ("pass", "fail", "unknown") and host.versions.get(key)
+        }
+        if len(seen) < MIN_SKEW_HOSTS:
+            continue
+        tally = Counter(seen.values())
+        (majority, top), *rest = tally.most_common()
+        tied = bool(rest) and rest[0][1] == top
+        for name, value in seen.items():
+            evidence = {"version": value, "fleet_majority": None if tied else majority, "fleet": dict(tally)}
+            if tied:
+                message = f"{key} {value}: the fleet has no majority version ({len(tally)} versions, tied)"
+                hosts[name].add(checks.verdict("version_skew", key, "unknown", message, None, evidence))
+            elif value == majority:
+                message = f"{key} {value}, as {top} of {len(seen)} hosts"
+                hosts[name].add(checks.verdict("version_skew", key, "pass", message, None, evidence))
+            else:
+                message = f"{key} {value}; {top} of {len(seen)} hosts have {majority}"
+                hosts[name].add(
+                    checks.verdict("version_skew", key, "fail", message, checks.ACTIONS["version_skew"], evidence)
+                )
 
 
 def execute(
@@ -200,7 +255,9 @@ def execute(
         label="health",
         args=options.args,
     )
-    return HealthResult(summarize(run.events, hosts), run.artifacts_dir)
+    judged = summarize(run.events, hosts)
+    judge_skew(judged)
+    return HealthResult(judged, run.artifacts_dir)
 
 
 def _first_problem(host: HostHealth) -> str:
