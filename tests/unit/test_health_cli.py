@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufabric import health
 from gpufabric.collection import plugin_utils
@@ -55,8 +56,22 @@ def inventory(tmp_path: Path, *lines: str) -> Path:
 
 def test_a_healthy_and_an_unhealthy_host(gpufabric: Any, tmp_path: Path) -> None:
     hosts = inventory(tmp_path, host_line(tmp_path, "good"), host_line(tmp_path, "bad", Faults(nic_down=3), XID_79))
-    first = gpufabric("health", "-i", str(hosts), "--json", "--artifacts", str(tmp_path / "run1"))
+    quarantine, junit = tmp_path / "quarantine.yml", tmp_path / "health.xml"
+    first = gpufabric(
+        "health",
+        "-i",
+        str(hosts),
+        "--json",
+        "--artifacts",
+        str(tmp_path / "run1"),
+        "--quarantine",
+        str(quarantine),
+        "--junit",
+        str(junit),
+    )
     assert first.returncode == 2, first.stderr
+    assert list(yaml.safe_load(quarantine.read_text())["all"]["children"]["gpufabric_quarantine"]["hosts"]) == ["bad"]
+    assert '<failure message="mlx5_3/1 is DOWN' in junit.read_text()
     report = json.loads(first.stdout)
     assert report["exit_code"] == 2
     good, bad = report["hosts"]["good"], report["hosts"]["bad"]
