@@ -55,7 +55,7 @@ options:
     default: 100000
   nvlink:
     description:
-      - Whether the profile's GPUs have NVLink (NVSwitch or multi-node NVLink): then C(nvidia-smi nvlink -s) is asked
+      - Whether the profile's GPUs have NVLink (NVSwitch or multi-node NVLink); then C(nvidia-smi nvlink -s) is asked
         and every GPU's links must be up, as many as its peers'.
     type: bool
     default: false
