@@ -260,10 +260,12 @@ def execute(
     if options.artifacts is not None:
         runs.check_artifacts(options.artifacts)
     # The inventory before a default run directory is made: a bad one is refused with nothing written.
-    hosts = runs.inventory_hosts(options.inventory, limit)
+    # Hosts `gpufabric health --quarantine` put in the gpufabric_quarantine group are left out (docs/health.md).
+    hosts, limit, quarantined = runs.hosts_outside_quarantine(options.inventory, limit)
     if not hosts:
         where = f" matching --limit {options.limit!r}" if options.limit else ""
-        raise UserError(f"inventory {options.inventory!r} has no host{where}")
+        left_out = f" outside the {runs.QUARANTINE_GROUP} group ({', '.join(quarantined)})" if quarantined else ""
+        raise UserError(f"inventory {options.inventory!r} has no host{where}{left_out}")
     if artifacts_dir is None:
         base = options.artifacts or runs.default_artifacts("apply")
         runs.check_artifacts(base)

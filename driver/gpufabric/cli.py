@@ -798,6 +798,18 @@ def health_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON on stdout (the table goes to stderr).")
     ] = False,
+    quarantine: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--quarantine",
+            help="Write the hosts that failed a check as the inventory group gpufabric_quarantine to this YAML file; "
+            "kept in the inventory directory, apply and verify leave those hosts out.",
+        ),
+    ] = None,
+    junit: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--junit", help="Write a JUnit XML report: a testsuite per host, a testcase per check."),
+    ] = None,
     artifacts: ArtifactsOption = None,
     catalog: CatalogOption = None,
     user: RemoteUserOption = None,
@@ -817,6 +829,8 @@ def health_command(
         previous=previous,
         artifacts=artifacts,
         args=_ansible_args(None, user, private_key, False, None, None, None, verbose),
+        quarantine=quarantine,
+        junit=junit,
     )
     with _run_display() as (progress, watch):
         result = fleet_health.execute(options, progress, watch=watch)

@@ -153,6 +153,27 @@ def inventory_hosts(inventory: str, limit: list[str] | None = None) -> list[str]
     return sorted(inventory_source.hosts(inventory_source.read(inventory, limit, base_env())))
 
 
+# The group `gpufabric health --quarantine FILE` writes (docs/health.md): apply and verify leave its hosts out.
+QUARANTINE_GROUP = "gpufabric_quarantine"
+
+
+def hosts_outside_quarantine(
+    inventory: str, limit: list[str] | None = None
+) -> tuple[list[str], list[str] | None, list[str]]:
+    """(the inventory's hosts matching --limit but not in QUARANTINE_GROUP, sorted; the limit that leaves the
+    group out, for the playbook run; the quarantined hosts left out, sorted), from one `ansible-inventory --list`.
+    An inventory without the group keeps its limit as given."""
+    data = inventory_source.read(inventory, limit, base_env())
+    group = data.get(QUARANTINE_GROUP)
+    quarantined = set(group.get("hosts", [])) if isinstance(group, dict) else set()
+    found = inventory_source.hosts(data)
+    skipped = sorted(found & quarantined)
+    if not skipped:
+        return sorted(found), limit, []
+    pattern = ",".join(limit) if limit else "all"
+    return sorted(found - quarantined), [f"{pattern}:!{QUARANTINE_GROUP}"], skipped
+
+
 def keep_runs() -> int:
     """$GPUFABRIC_KEEP_RUNS: how many default run directories of a kind to keep (0: all)."""
     text = os.environ.get(KEEP_RUNS_ENV, "")

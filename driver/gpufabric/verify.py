@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -275,9 +275,15 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
         if options.limit:
             if options.nvlink:
                 raise UserError("--nvlink chooses the hosts of each scope itself; give --limit or --nvlink, not both")
-            covered = runs.inventory_hosts(str(options.inventory), options.limit)
+            # The gpufabric_quarantine group's hosts are left out (docs/health.md).
+            given = options.limit[0]
+            covered, limit, quarantined = runs.hosts_outside_quarantine(str(options.inventory), options.limit)
+            options = replace(options, limit=limit)
             if not covered:
-                raise UserError(f"inventory {options.inventory!r} has no host matching --limit {options.limit[0]!r}")
+                left_out = (
+                    f" outside the {runs.QUARANTINE_GROUP} group ({', '.join(quarantined)})" if quarantined else ""
+                )
+                raise UserError(f"inventory {options.inventory!r} has no host matching --limit {given!r}{left_out}")
         tiers = options.tiers or ["best"]
         # (label, tier, scope, hosts): a tier over the inventory, or each --nvlink scope of tier best on its hosts.
         planned: list[tuple[str, str, str | None, list[str] | None]] = [(tier, tier, None, None) for tier in tiers]
@@ -289,7 +295,8 @@ def execute(options: Options, progress: Progress, playbook: Path | None = None) 
             tiers = [label for label, *_rest in planned]
         if covered is None and not options.nvlink:
             # Listed once for every tier (the runs' progress count).
-            covered = runs.inventory_hosts(str(options.inventory))
+            covered, limit, _quarantined = runs.hosts_outside_quarantine(str(options.inventory))
+            options = replace(options, limit=limit)
             if not covered:
                 raise UserError(f"inventory {options.inventory!r} has no host")
         # A default run directory only once the inventory is read: a bad one is refused with nothing written.

@@ -85,7 +85,8 @@ CLEAN = merged(fixture_events("clean"), without_changes(fixture_events("drifted"
 
 
 class FakeRuns:
-    """Stands in for runs.run_playbook and runs.inventory_hosts; records every call."""
+    """Stands in for runs.run_playbook, runs.inventory_hosts and runs.hosts_outside_quarantine; records every
+    call."""
 
     def __init__(self, replies: list[list[dict[str, Any]]], inventory: dict[str, list[str]] | None = None) -> None:
         self.replies = list(replies)
@@ -99,6 +100,11 @@ class FakeRuns:
         # Ansible's patterns, as far as these tests use them: names and globs, comma-separated.
         return [host for host in HOSTS if not key or any(fnmatch(host, part) for part in key.split(","))]
 
+    def hosts_outside_quarantine(
+        self, inventory: str, limit: list[str] | None = None
+    ) -> tuple[list[str], list[str] | None, list[str]]:
+        return self.inventory_hosts(inventory, limit), limit, []
+
     def run_playbook(self, playbook: Path, inventory: str, **kwargs: Any) -> runs.PlaybookRun:
         self.calls.append({"playbook": playbook, "inventory": inventory, **kwargs})
         kwargs["artifacts_dir"].mkdir(parents=True)
@@ -111,6 +117,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRuns:
     replies = FakeRuns([])
     monkeypatch.setattr(runs, "run_playbook", replies.run_playbook)
     monkeypatch.setattr(runs, "inventory_hosts", replies.inventory_hosts)
+    monkeypatch.setattr(runs, "hosts_outside_quarantine", replies.hosts_outside_quarantine)
     monkeypatch.delenv("GPUFABRIC_CATALOG", raising=False)
     return replies
 

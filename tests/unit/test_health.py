@@ -34,6 +34,20 @@ def reading_of(name: str, tmp_path: Path, faults: Faults | None = None) -> dict[
     return health.read_host(str(write_tree(profile, tmp_path / "sim", faults)), profile)
 
 
+def healthy_smi(reading: dict[str, Any]) -> dict[str, Any]:
+    """What nvidia-smi would answer for the reading's GPUs on a healthy host (tests/unit/test_health_gpu_memory.py
+    has the format and its sources; the values are SIMULATED)."""
+    buses = [gpu["pci_address"] for gpu in reading["hardware"]["gpus"]]
+    gpus = "".join(
+        f"0000{bus.upper()}, 550.90.07, 96.00.89.00.01, 0, 0, [N/A], [N/A], 0x0000000000000001\n" for bus in buses
+    )
+    remaps = "".join(f"0000{bus.upper()}, 0, 0, 0\n" for bus in buses)
+    return {
+        "gpus": health.parse_smi_csv(gpus, health.SMI_GPU_FIELDS),
+        "remaps": health.parse_smi_csv(remaps, health.SMI_REMAP_FIELDS),
+    }
+
+
 def judge(
     name: str, tmp_path: Path, faults: Faults | None = None, log: str = CLEAN_LOG, previous: Any = "same"
 ) -> list[dict[str, Any]]:
@@ -41,7 +55,7 @@ def judge(
     reading = reading_of(name, tmp_path, faults)
     if previous == "same":
         previous = {subject: {"link_downed": 0, "symbol_error": 0} for subject in reading["port_counters"]}
-    return health.verdicts(reading, catalog.get(name), log, previous)
+    return health.verdicts(reading, catalog.get(name), log, previous, smi=healthy_smi(reading))
 
 
 def failed(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -65,7 +79,7 @@ def test_the_healthy_control_passes_every_check(tmp_path):
     assert health.summary(results) == {
         "status": "pass",
         "action": None,
-        "counts": {"pass": 51, "fail": 0, "unknown": 0},
+        "counts": {"pass": 75, "fail": 0, "unknown": 0},
     }
     checks = {item["check"] for item in results}
     assert checks == {
@@ -77,6 +91,9 @@ def test_the_healthy_control_passes_every_check(tmp_path):
         "link_downed",
         "symbol_error",
         "xid",
+        "ecc_uncorrected",
+        "row_remap",
+        "clock_events",
     }
 
 

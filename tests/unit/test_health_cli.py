@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufabric import health
 from gpufabric.collection import plugin_utils
@@ -27,9 +28,23 @@ XID_79 = "kernel: NVRM: Xid (PCI:0000:1c:00): 79, GPU has fallen off the bus.\n"
 def host_line(tmp_path: Path, name: str, faults: Faults | None = None, log: str = HEALTHY_LOG) -> str:
     root = write_tree(catalog.get(PROFILE), tmp_path / name, faults)
     (tmp_path / f"{name}.log").write_text(log, encoding="utf-8")
+    # nvidia-smi's answers for a healthy host: lines in its --format=csv,noheader shape, SIMULATED values (the
+    # shape's sources are in tests/unit/test_health_gpu_memory.py).
+    smi = tmp_path / f"{name}-smi"
+    smi.mkdir()
+    devices = sorted((root / "sys/bus/pci/devices").iterdir())
+    buses = [f"0000{path.name.upper()}" for path in devices if (path / "class").read_text().startswith("0x030")]
+    gpu_line = ", 550.90.07, 96.00.89.00.01, 0, 0, [N/A], [N/A], 0x0000000000000001\n"
+    (smi / "query-gpu.csv").write_text("".join(bus + gpu_line for bus in buses), encoding="utf-8")
+    (smi / "query-remapped-rows.csv").write_text("".join(f"{bus}, 0, 0, 0\n" for bus in buses), encoding="utf-8")
+    # nvidia-smi nvlink -s in the shape tests/unit/test_health_nvlink.py sources; 18 links each, SIMULATED rates.
+    links = "".join(f"         Link {link}: 25.000 GB/s\n" for link in range(18))
+    nvlink = "".join(f"GPU {index}: NVIDIA H100 80GB HBM3 (UUID: GPU-{index})\n{links}" for index in range(len(buses)))
+    (smi / "nvlink-status.txt").write_text(nvlink, encoding="utf-8")
     return (
         f"{name} ansible_connection=local ansible_python_interpreter={sys.executable} ansible_become=false "
-        f"gpufabric_profile={PROFILE} gpufabric_hw_root={root} health_kernel_log_file={tmp_path / f'{name}.log'}"
+        f"gpufabric_profile={PROFILE} gpufabric_hw_root={root} health_kernel_log_file={tmp_path / f'{name}.log'} "
+        f'health_nvidia_smi_dir={smi} health_service_states=\'{{"nvidia-fabricmanager": "active"}}\''
     )
 
 
@@ -41,8 +56,22 @@ def inventory(tmp_path: Path, *lines: str) -> Path:
 
 def test_a_healthy_and_an_unhealthy_host(gpufabric: Any, tmp_path: Path) -> None:
     hosts = inventory(tmp_path, host_line(tmp_path, "good"), host_line(tmp_path, "bad", Faults(nic_down=3), XID_79))
-    first = gpufabric("health", "-i", str(hosts), "--json", "--artifacts", str(tmp_path / "run1"))
+    quarantine, junit = tmp_path / "quarantine.yml", tmp_path / "health.xml"
+    first = gpufabric(
+        "health",
+        "-i",
+        str(hosts),
+        "--json",
+        "--artifacts",
+        str(tmp_path / "run1"),
+        "--quarantine",
+        str(quarantine),
+        "--junit",
+        str(junit),
+    )
     assert first.returncode == 2, first.stderr
+    assert list(yaml.safe_load(quarantine.read_text())["all"]["children"]["gpufabric_quarantine"]["hosts"]) == ["bad"]
+    assert '<failure message="mlx5_3/1 is DOWN' in junit.read_text()
     report = json.loads(first.stdout)
     assert report["exit_code"] == 2
     good, bad = report["hosts"]["good"], report["hosts"]["bad"]

@@ -91,9 +91,34 @@ def test_a_healthy_host_passes(ansible_env, tmp_path):
     log = tmp_path / "kern.log"
     log.write_text("kernel: Linux version 6.1.0-28-amd64\n")
     previous = {f"mlx5_{index}/1": {"link_downed": 0, "symbol_error": 0} for index in range(8)}
-    args = {"hardware": hardware(), "root": str(root), "kernel_log_file": str(log), "previous_counters": previous}
+    # nvidia-smi's answers for the tree's 8 GPUs, in its --format=csv,noheader shape (SIMULATED values; the shape's
+    # sources are in tests/unit/test_health_gpu_memory.py).
+    smi = tmp_path / "smi"
+    smi.mkdir()
+    buses = [
+        path.name
+        for path in sorted((root / "sys/bus/pci/devices").iterdir())
+        if (path / "class").read_text().startswith("0x030")
+    ]
+    (smi / "query-gpu.csv").write_text(
+        "".join(
+            f"0000{bus.upper()}, 550.90.07, 96.00.89.00.01, 0, 0, [N/A], [N/A], 0x0000000000000001\n" for bus in buses
+        )
+    )
+    (smi / "query-remapped-rows.csv").write_text("".join(f"0000{bus.upper()}, 0, 0, 0\n" for bus in buses))
+    args = {
+        "hardware": hardware(),
+        "root": str(root),
+        "kernel_log_file": str(log),
+        "previous_counters": previous,
+        "nvidia_smi_dir": str(smi),
+    }
     result = run(ansible_env, args)
-    assert result["summary"] == {"status": "pass", "action": None, "counts": {"pass": 51, "fail": 0, "unknown": 0}}
+    assert result["summary"] == {"status": "pass", "action": None, "counts": {"pass": 75, "fail": 0, "unknown": 0}}
+    assert (result["nvidia_smi_source"], result["versions"]) == (
+        str(smi),
+        {"driver": ["550.90.07"], "vbios": ["96.00.89.00.01"], "hca_firmware": [], "nccl": []},
+    )
 
 
 def test_bad_input_is_one_clear_error(ansible_env, tmp_path):
