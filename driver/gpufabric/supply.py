@@ -120,9 +120,10 @@ def _memo_key(host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[s
     ansible-inventory lists them) that the roles' templates can reach through any chain of variables. None where a
     template reaches further than its names say (``_UNBOUNDED_NAMES``, a template that does not parse, ...)."""
     reached: set[str] = set()
+    roles_dir = _roles_dir()
     for role in host_plan.get("roles", []):
         if role not in host_plan.get("roles_unavailable", []) and role_settings(role) is not None:
-            reached |= _reached(role, _os_vars_file(collection_root() / "roles" / role, facts), hostvars)
+            reached |= _reached(role, _os_vars_file(roles_dir / role, facts), hostvars)
     if _UNBOUNDED in reached:
         return None
     if _READS_NVLINK not in reached and (host_plan.get("nvlink") or {}).get("domain") is not None:
@@ -132,20 +133,27 @@ def _memo_key(host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[s
         host_plan = {**host_plan, "nvlink": {**host_plan["nvlink"], "domain": None}}
     inventory = {name: hostvars[name] for name in sorted(reached) if name in hostvars}
     try:
-        return json.dumps([host_plan, facts, inventory], sort_keys=True, allow_nan=False)
+        # Unsorted: hosts alike build their plans in the same order (another order only misses the memo).
+        return json.dumps([host_plan, facts, inventory], allow_nan=False)
     except (TypeError, ValueError):
         return None
 
 
-def _reached(role: str, os_file: Path | None, hostvars: dict[str, Any]) -> set[str]:
+def _reached(role: str, os_file: Path | None, hostvars: dict[str, Any]) -> frozenset[str] | set[str]:
     """Every variable name the role's settings can reach for this host: the names they use, the names the values of
     those use (role and site.yml variables, then the host's own inventory values), and so on."""
-    graph = _static_graph(role, os_file)
-    reached = _closure(graph, _settings_names(role), {})
+    reached = _static_reached(role, os_file)
     # The host's inventory values add names only where one the settings reach is itself a template.
     if not any(_template_names(hostvars[name]) for name in reached if name in hostvars):
         return reached
+    graph = _static_graph(role, os_file)
     return _closure(graph, _settings_names(role), {name: _template_names(value) for name, value in hostvars.items()})
+
+
+@cache
+def _static_reached(role: str, os_file: Path | None) -> frozenset[str]:
+    """The names the role's settings reach through the role's and site.yml's variables alone."""
+    return frozenset(_closure(_static_graph(role, os_file), _settings_names(role), {}))
 
 
 def _closure(graph: dict[str, frozenset[str]], start: frozenset[str], extra: dict[str, frozenset[str]]) -> set[str]:
@@ -159,6 +167,11 @@ def _closure(graph: dict[str, frozenset[str]], start: frozenset[str], extra: dic
         stack.extend(graph.get(name, ()))
         stack.extend(extra.get(name, ()))
     return seen
+
+
+@cache
+def _roles_dir() -> Path:
+    return collection_root() / "roles"
 
 
 @cache
@@ -317,14 +330,17 @@ def _role_variables(
 
 def _os_vars_file(role_dir: Path, facts: dict[str, Any]) -> Path | None:
     """The role's vars file for the host's OS that its plan task includes, most specific first; None without one."""
-    for name in (
+    names = (
         f"{facts.get('distribution')}-{facts.get('distribution_major_version')}.yml",
         f"{facts.get('distribution')}.yml",
         f"{facts.get('os_family')}.yml",
-    ):
-        if _load(role_dir / "vars" / name) is not None:
-            return role_dir / "vars" / name
-    return None
+    )
+    return _first_vars_file(role_dir, names)
+
+
+@cache
+def _first_vars_file(role_dir: Path, names: tuple[str, ...]) -> Path | None:
+    return next((role_dir / "vars" / name for name in names if _load(role_dir / "vars" / name) is not None), None)
 
 
 def unknown_os(note: str) -> dict[str, Any]:
