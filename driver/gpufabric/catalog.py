@@ -27,7 +27,7 @@ def load(cli_files: list[Path] | None = None) -> Any:
     """Load and validate the catalog; a bad file becomes a UserError naming file, key and reason."""
     catalog_module = plugin_utils("fabric_catalog")
     try:
-        return catalog_module.load_catalog(override_files(cli_files))
+        return catalog_module.load_named_catalog(input_files(cli_files))
     except catalog_module.CatalogError as exc:
         raise UserError(f"catalog error: {exc}") from None
 

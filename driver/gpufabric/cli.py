@@ -34,7 +34,7 @@ from gpufabric import report as verify_report
 from gpufabric import runs as playbook_runs
 from gpufabric import verify as nccl_verify
 from gpufabric.errors import EXIT_FAILED, EXIT_OK, UserError
-from gpufabric.plan import fleet_plan, render
+from gpufabric.plan import fleet_plan, plan_json, render
 from gpufabric.plan import has_problems as plan_has_problems
 from gpufabric.terminal import SafeConsole
 
@@ -160,7 +160,7 @@ def plan(
     """
     result = fleet_plan(inventory, tier, catalog, probe=probe)
     if as_json:
-        _print_json(result)
+        sys.stdout.write(plan_json(result) + "\n")
     else:
         render(result, stdout)
     if plan_has_problems(result, probe):

@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import sys
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -72,7 +73,9 @@ def bundled_path() -> Path | None:
     return bundled if (bundled / "ansible_collections").is_dir() else None
 
 
+@cache
 def _import_plugins(kind: str, name: str) -> ModuleType:
+    """Once per module: `gpufabric plan` asks for its plugin_utils for every host."""
     path = str(collections_path())
     if path not in sys.path:
         sys.path.insert(0, path)

@@ -15,7 +15,8 @@ plugin, a module) and the extra variables, so both reach it unchanged; what stay
 keep them. ansible-runner writes the whole environment into the artifacts' `command` file: gpufabric
 rewrites it, every secret value replaced, before ansible-playbook starts and again at its end. The
 extra variables go through env/extravars in the private data directory (a temporary directory,
-removed after the run), never on the command line; gpufabric-run.json holds them redacted. A
+removed after the run), never on the command line, each string marked `!unsafe` (data, never a template: a
+catalog path holding `{{` stays a path); gpufabric-run.json holds them redacted. A
 secret is a variable whose name contains one of SECRET_NAME_PARTS (any case), or one named in
 $GPUFABRIC_SECRET_VARS (comma-separated). A task that prints a secret must say `no_log: true`.
 
@@ -48,6 +49,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from gpufabric import ansible_config, ansible_settings, output_file, playbook_args
 from gpufabric import inventory as inventory_source
@@ -364,6 +367,39 @@ class Tally:
         return f"{prefix}{counts}" + (f" | {self.task}" if self.task and not self.over else "")
 
 
+class _Unsafe(str):
+    """Text Ansible must never template (YAML ``!unsafe``)."""
+
+
+class _ExtravarsDumper(yaml.SafeDumper):
+    pass
+
+
+_ExtravarsDumper.add_representer(_Unsafe, lambda dumper, text: dumper.represent_scalar("!unsafe", str(text)))
+
+
+def _as_unsafe(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, Mapping):
+        return {key: _as_unsafe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_unsafe(item) for item in value]
+    return value
+
+
+def write_extravars(private_dir: Path, extravars: Mapping[str, Any]) -> None:
+    """ansible-runner's env/extravars (0600), every string marked ``!unsafe``: the extra variables gpufabric passes
+    (catalog paths, tiers, directories) are data, and a path holding ``{{`` must not be rendered as a template (or
+    run a lookup) by Ansible, which templates the strings of an extra-vars file."""
+    target = private_dir / "env" / "extravars"
+    target.parent.mkdir(mode=0o700, exist_ok=True)
+    text = yaml.dump(_as_unsafe(dict(extravars)), Dumper=_ExtravarsDumper, default_flow_style=False, sort_keys=False)
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def run_playbook(
     playbook: Path,
     inventory: str,
@@ -440,6 +476,7 @@ def run_playbook(
     # to ansible-playbook as -e @FILE, so never on its command line) for the run only, 0700, removed
     # after it; the artifacts go to artifacts_dir itself (artifact_dir/ident).
     with tempfile.TemporaryDirectory(prefix="gpufabric-run-") as private_dir, runner_signals():
+        write_extravars(Path(private_dir), extravars or {})
         try:
             runner = ansible_runner.run(
                 private_data_dir=private_dir,
@@ -448,7 +485,7 @@ def run_playbook(
                 playbook=str(playbook.resolve()),
                 inventory=inventory_source.source(inventory),
                 limit=",".join(limit) if limit else None,
-                extravars=extravars or {},
+                # In env/extravars already (write_extravars): ansible-runner reads that file, as -e @FILE.
                 envvars=env,
                 cmdline=cmdline or None,
                 passwords=playbook_args.passwords(args),

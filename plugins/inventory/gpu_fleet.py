@@ -199,8 +199,8 @@ from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CatalogError,
-    load_catalog,
-    override_files_from_env,
+    env_overrides,
+    load_named_catalog,
 )
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_base import DiscoveryError
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fleet_inventory import build, json_ready
@@ -269,12 +269,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _discover(self, path):
         source = self.get_option("source")
-        overrides = [*override_files_from_env(), *(Path(f) for f in self.get_option("catalog_files"))]
+        option = f"option catalog_files of {path}"
+        overrides = [*env_overrides(), *((option, Path(f)) for f in self.get_option("catalog_files"))]
         try:
             hostnames = check_hostnames(self.get_option("hostnames"))
             filters = [self.get_option(name) for name in ("filters", "include_filters", "exclude_filters")]
             select([], *filters)  # checked before the cloud is asked: a typo fails at once
-            catalog = load_catalog(overrides)
+            catalog = load_named_catalog(overrides)
             instances = select(make_source(source, self._source_arguments(source, path)).instances(), *filters)
         except (CatalogError, DiscoveryError, SelectionError) as exc:
             raise AnsibleParserError(f"gpu_fleet: {exc}") from None

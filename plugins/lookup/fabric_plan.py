@@ -107,8 +107,8 @@ from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_catalog import (
     CatalogError,
-    load_catalog,
-    override_files_from_env,
+    env_overrides,
+    load_named_catalog,
 )
 from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan import UNKNOWN, PlanError, plan_host
 
@@ -116,9 +116,10 @@ from ansible_collections.gpufabric.cluster.plugins.plugin_utils.fabric_plan impo
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        overrides = [*override_files_from_env(), *(Path(f) for f in self.get_option("catalog_files"))]
+        option = "lookup option catalog_files (site.yml: the variable gpufabric_catalog_files)"
+        overrides = [*env_overrides(), *((option, Path(f)) for f in self.get_option("catalog_files"))]
         try:
-            catalog = load_catalog(overrides)
+            catalog = load_named_catalog(overrides)
             hostvars = {
                 "gpufabric_profile": self.get_option("profile"),
                 "gpufabric_cloud": self.get_option("cloud"),

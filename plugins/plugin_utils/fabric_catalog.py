@@ -912,6 +912,24 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Origin]:
     return flat
 
 
+def load_named_catalog(overrides: list[tuple[str, Path]]) -> Catalog:
+    """load_catalog over override files each with where it was named (--catalog, GPUFABRIC_CATALOG, an option): a
+    file that cannot be read is one error naming the value as given, where it came from and what is accepted."""
+    try:
+        return load_catalog([path for _where, path in overrides])
+    except CatalogError as exc:
+        where = next((where for where, path in overrides if str(path) == exc.source), None)
+        if exc.key or where is None:
+            raise
+        reason = exc.reason if "accepted:" in exc.reason else f"{exc.reason}; accepted: a readable catalog YAML file"
+        raise CatalogError(f"{exc.source!r} ({where})", "", reason) from None
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> list[tuple[str, Path]]:
+    """override_files_from_env, each named GPUFABRIC_CATALOG (load_named_catalog)."""
+    return [(CATALOG_ENV_VAR, path) for path in override_files_from_env(environ)]
+
+
 def override_files_from_env(environ: dict[str, str] | None = None) -> list[Path]:
     """Files named in GPUFABRIC_CATALOG (separated like PATH)."""
     value = (environ if environ is not None else os.environ).get(CATALOG_ENV_VAR, "")

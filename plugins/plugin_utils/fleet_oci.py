@@ -249,6 +249,13 @@ class _RegionApi:
                 )
             said = f": {_first_line(exc.message)}" if exc.message else ""
             return DiscoveryError(CLOUD, f"{operation} failed {where}: {answer}{said} (from {endpoint})")
+        loop = _redirect_loop(exc)
+        if loop is not None:
+            return DiscoveryError(
+                CLOUD,
+                f"{endpoint} {where} answered {operation} with redirects that never end ({loop}): check the endpoint "
+                "and proxy settings",
+            )
         if isinstance(exc, exceptions.RequestException | exceptions.ConnectTimeout):
             return DiscoveryError(CLOUD, f"cannot reach {endpoint}: {_connection_reason(exc)}")
         return DiscoveryError(CLOUD, f"{operation} failed {where} (from {endpoint}): {type(exc).__name__}: {exc}")
@@ -465,6 +472,29 @@ def _throttling_retry_strategy(oci: Any, attempts: int, base_delay_s: float) -> 
         max_wait_between_calls_seconds=30,
         checker_container=checkers,
     )
+
+
+def _redirect_loop(exc: BaseException) -> str | None:
+    """What the endpoint answered where the SDK gave up following its redirects (requests' TooManyRedirects,
+    wrapped by the SDK), e.g. "HTTP 302 to /20160918/instances"; None for any other failure. By class name: the SDK
+    raises the one of the copy of requests it vendors (oci._vendor), not the installed package's."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        error = pending.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if any(kind.__name__ == "TooManyRedirects" for kind in type(error).__mro__):
+            response = getattr(error, "response", None)
+            if response is None:
+                return "HTTP redirects"
+            location = _first_line(str(response.headers.get("Location") or "")) or "no Location"
+            return f"HTTP {response.status_code} to {location}"
+        pending += [
+            inner for inner in (*error.args, error.__cause__, error.__context__) if isinstance(inner, BaseException)
+        ]
+    return None
 
 
 def _connection_reason(exc: BaseException) -> str:

@@ -269,6 +269,9 @@ SAYS: dict[tuple[str, str], str] = {
     ("oci", "truncated"): "{url}/20160918 in us-ashburn-1 did not answer ListInstances as the OCI API (HTTP 200 "
     "without opc-request-id)",
     ("oci", "slow"): "cannot reach {url}/20160918: ",
+    # The redirect's Location, its query string included.
+    ("oci", "redirect-loop"): "{url}/20160918 in us-ashburn-1 answered ListInstances with redirects that never end "
+    "(HTTP 302 to /20160918/instances?compartmentId=",
 }
 
 

@@ -328,7 +328,8 @@ def test_run_keeps_artifacts_checks_host_keys_and_applies_the_tuned_set(
     run = runs.run_playbook(
         playbook,
         str(inventory),
-        extravars={"out_dir": str(out), "who": "gpufabric"},
+        # A value holding a template (a catalog path may) stays text: gpufabric's extra variables are data.
+        extravars={"out_dir": str(out), "who": "gpufabric {{ 6 * 7 }}"},
         artifacts_dir=tmp_path / "runs" / "apply",
         progress=lines.append,
         label="apply",
@@ -343,11 +344,16 @@ def test_run_keeps_artifacts_checks_host_keys_and_applies_the_tuned_set(
     assert run.duration_s > 0
     # Host key checking stays on (ansible-runner would turn it off); the tuned set is what Ansible saw.
     seen = _messages(run, "Report the settings the run was given")
-    assert seen["gpu-1"] == {"host_key_checking": "True", "forks": "5", "pipelining": "True", "who": "gpufabric"}
+    assert seen["gpu-1"] == {
+        "host_key_checking": "True",
+        "forks": "5",
+        "pipelining": "True",
+        "who": "gpufabric {{ 6 * 7 }}",
+    }
     assert run.settings["ANSIBLE_HOST_KEY_CHECKING"] == "True"
     assert run.settings["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == str(private_state / "gpufabric" / "facts")
     record = json.loads((run.artifacts_dir / "gpufabric-run.json").read_text())
-    assert record["settings"] == "tuned" and record["extravars"]["who"] == "gpufabric"
+    assert record["settings"] == "tuned" and record["extravars"]["who"] == "gpufabric {{ 6 * 7 }}"
     assert (out / "gpu-3.txt").read_text() == "hello gpu-3\n"
     # A line at the start, one per task, one at the end (never one per host).
     assert lines[0] == "apply: play.yml on 3 host(s), settings tuned"
