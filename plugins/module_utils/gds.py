@@ -238,7 +238,7 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
     major, minor = cuda.split(".")
     nvidia_fs = _version(settings.get("nvidia_fs_version"), "gds_nvidia_fs_version", "*")
     meta = _version(settings.get("version"), "gds_version", f"{major}.{minor}.*")
-    if not fnmatch_prefix(meta, f"{major}.{minor}."):
+    if not glob_within(meta, f"{major}.{minor}."):
         raise ValueError(
             f"gds_version '{meta}' is not a version of nvidia-gds-{major}-{minor} (CUDA {cuda}); accepted: a version "
             f"of CUDA {cuda} such as {major}.{minor}.1-1, or a glob such as {major}.{minor}.*"
@@ -297,7 +297,7 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
     }
 
 
-def fnmatch_prefix(version: str, prefix: str) -> bool:
+def glob_within(version: str, prefix: str) -> bool:
     """Whether a version or glob can only name versions that start with ``prefix`` ('12.8.*' and '12.8.1-1' for
     '12.8.'; '*' and '12.*' cannot be held to it)."""
     head = version.split("*", 1)[0]

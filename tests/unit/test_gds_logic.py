@@ -270,3 +270,21 @@ def test_the_plan_shows_the_storage_nics_and_the_mounts_where_the_tier_runs_gds(
     assert with_gds["gds"] is True and with_gds["mounts"] == NFS["mounts"]
     other = fabric_plan.plan_host({"gpufabric_profile": "aws/p5.48xlarge"}, catalog)
     assert other["storage"] is None
+
+
+def test_gpufabric_plan_lists_the_storage_nics_gds_and_the_mounts():
+    from gpufabric import plan as cli_plan
+
+    rows = cli_plan.storage_rows(
+        {
+            "hosts": {
+                "a": {"storage": {**STORAGE, "gds": True, "mounts": NFS["mounts"]}},
+                "b": {"storage": {**STORAGE, "gds": False}},
+                "c": {"storage": None},
+            }
+        }
+    )
+    assert rows == [
+        ("a", "2 connectx_roce x 200 Gb/s", "yes", "nfs /mnt/ckpt"),
+        ("b", "2 connectx_roce x 200 Gb/s", "no (gds not in the tier)", "-"),
+    ]
