@@ -138,6 +138,7 @@ def render(plan: dict[str, Any], console: Console) -> None:
     _render_images(plan, console)
     _render_nvlink(plan, console)
     _render_sriov(plan, console)
+    _render_storage(plan, console)
     _render_supply(plan, console)
     variants = Counter((profile, tier) for profile, tier, _env in shared_env)
     for (profile, tier, shape), env in sorted(shared_env.items()):
@@ -229,6 +230,42 @@ def _render_sriov(plan: dict[str, Any], console: Console) -> None:
     table = Table(title="SR-IOV virtual functions")
     for column in ("host", "physical functions", "VFs per PF", "total VFs", "link type", "address scheme"):
         table.add_column(column, no_wrap=column != "physical functions")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)
+
+
+def storage_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per host whose profile declares storage NICs: the NICs, whether the tier runs gds (GPUDirect
+    Storage), and its mounts."""
+    rows: list[tuple[str, ...]] = []
+    for name, host in plan["hosts"].items():
+        storage = host.get("storage")
+        if not storage:
+            continue
+        nics = storage["nics"]
+        speed = f" x {nics['speed_gbit_s']:g} Gb/s" if "speed_gbit_s" in nics else ""
+        shared = " (shared with the GPU network)" if nics.get("shared_with") == "gpu" else ""
+        given = [mount for mount in storage["mounts"] if isinstance(mount, dict)]
+        mounts = ", ".join(f"{mount.get('type', '?')} {mount.get('path', '?')}" for mount in given)
+        rows.append(
+            (
+                name,
+                f"{nics['count']} {nics['kind']}{speed}{shared}",
+                "yes" if storage["gds"] else "no (gds not in the tier)",
+                mounts or "-",
+            )
+        )
+    return rows
+
+
+def _render_storage(plan: dict[str, Any], console: Console) -> None:
+    rows = storage_rows(plan)
+    if not rows:
+        return
+    table = Table(title="storage NICs and GPUDirect Storage")
+    for column in ("host", "storage NICs", "GDS", "GDS mounts"):
+        table.add_column(column, no_wrap=column == "host")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     console.print(table)

@@ -3,8 +3,9 @@
 its APT source.
 
 Shared by the roles that install from it (nvidia_driver: the driver, fabric manager, IMEX; nccl: libnccl2 and
-libnccl-dev). Both write the same source and keyring (``CUDA_REPO_NAME``), so the two roles' settings must agree: the
-nccl role's repository settings default to the nvidia_driver role's (roles/nccl/defaults/main.yml).
+libnccl-dev; gds: nvidia-fs and the GPUDirect Storage packages). All write the same source and keyring
+(``CUDA_REPO_NAME``), so the roles' settings must agree: the nccl and gds roles' repository settings default to the
+nvidia_driver role's (roles/nccl/defaults/main.yml, roles/gds/defaults/main.yml).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 # Public key the CUDA repositories are signed with (3bf863cc.pub in each repository directory).
 CUDA_REPO_KEY_FILE = "3bf863cc.pub"
 # The source file and keyring the roles write, and who the source file's header says manages it: both roles write the
-# same file, so it names both (a header per role would rewrite the file at every run).
+# same file, so it names them all (a header per role would rewrite the file at every run).
 CUDA_REPO_NAME = "gpufabric-cuda"
-CUDA_REPO_MANAGED_BY = "roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl"
+CUDA_REPO_MANAGED_BY = "roles gpufabric.cluster.nvidia_driver, gpufabric.cluster.nccl and gpufabric.cluster.gds"
 # The key NVIDIA publishes as 3bf863cc.pub (the roles' default <role>_cuda_repo_key_fingerprints, with its source in
 # roles/nvidia_driver/defaults/main.yml); used when a caller leaves the setting out.
 CUDA_REPO_KEY_FINGERPRINTS = ["EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"]

@@ -78,11 +78,12 @@ KNOWN_ROLES = (
     "nccl",
     "nccl_env",
     "nccl_tests",
+    "gds",
 )
 
 # The host-stack roles that can adopt what an image ships (their <role>_provision: install or adopt); an image's
 # `adopt:` names some of them. tests/unit/test_role_contracts.py holds each to its mode variable.
-ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma", "nccl")
+ADOPTING_ROLES = ("nvidia_driver", "rdma_stack", "aws_efa", "gcp_gpudirect_rdma", "nccl", "gds")
 # The operating systems an image runs: gpufabric_os's values (driver/gpufabric/os_targets.py holds their facts).
 OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12", "debian-13", "rhel-9")
 # A profile's CPU architecture, as Debian and the clouds name it (default amd64). Grace hosts (GB200, GB300) are
@@ -331,6 +332,29 @@ PROFILE_SCHEMA = _mapping(
         # the sriov role creates them, `gpufabric k8s manifests` hands them to pods.
         "sriov": (_mapping({"vfs_per_nic": (_int_min(1), True)}), False),
         "host_tuning": (HOST_TUNING_SCHEMA, False),
+        # The NICs that serve storage (GPUDirect Storage reaches NFS over RDMA, Lustre and the like through them), with
+        # the source that says the instance type or board has them; absent: the profile declares none. The gds role
+        # needs it for network mounts (docs/catalog.md, "Storage NICs").
+        "storage": (
+            _mapping(
+                {
+                    "nics": (
+                        _mapping(
+                            {
+                                "count": (_int_min(1), True),
+                                "kind": (_choice(NIC_KINDS), True),
+                                "speed_gbit_s": (_POSITIVE_NUMBER, False),
+                                # gpu: the storage traffic shares the GPU network's NICs (no NICs of its own)
+                                "shared_with": (_choice(("gpu",)), False),
+                            }
+                        ),
+                        True,
+                    ),
+                    "source": (_TEXT, True),
+                }
+            ),
+            False,
+        ),
         "tiers": (_TIERS, True),
         "bandwidth": (
             _mapping(
@@ -538,6 +562,22 @@ def _check_role_section(profile: dict[str, Any], section: str, path: str, source
         )
 
 
+def _check_storage(profile: dict[str, Any], path: str, source: str) -> None:
+    """A tier that runs gds names a profile with storage NICs: GPUDirect Storage reaches network storage through
+    them, and the catalog says a profile has them only where a source does (the section may stand without the role:
+    the mounts are a site's, so a site adds gds to its tier in an override)."""
+    if "storage" in profile:
+        return
+    for tier_name, tier in profile["tiers"].items():
+        if "gds" in tier["roles"]:
+            raise CatalogError(
+                source,
+                f"{path}.tiers.{tier_name}.roles",
+                "names gds, but the profile has no storage: section; accepted: a storage section naming the storage "
+                "NICs and their source, or no gds",
+            )
+
+
 def _check_sriov(profile: dict[str, Any], path: str, source: str) -> None:
     """VFs are carved from NICs that can carve them."""
     if "sriov" not in profile:
@@ -605,6 +645,7 @@ def validate_profile(name: str, profile: Any, source: str) -> None:
         _check_role_section(profile, section, path, source)
     _check_sriov(profile, path, source)
     _check_host_tuning(profile, path, source)
+    _check_storage(profile, path, source)
     for tier in profile["tiers"].values():
         tier["env"] = {key: str(value) for key, value in tier["env"].items()}
         if "k8s_env" in tier:

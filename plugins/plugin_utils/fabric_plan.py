@@ -177,6 +177,21 @@ def nccl_pin(profile: dict[str, Any], hostvars: dict[str, Any]) -> dict[str, str
     }
 
 
+def storage_plan(profile: dict[str, Any], hostvars: dict[str, Any], gds: bool) -> dict[str, Any] | None:
+    """The profile's storage NICs (None when it declares none) and whether the tier runs gds, with the host's GDS
+    mounts (host var gds_mounts, as given: the gds role checks them) when it does."""
+    storage = profile.get("storage")
+    if storage is None:
+        return None
+    mounts = hostvars.get("gds_mounts") if gds else None
+    return {
+        "nics": copy.deepcopy(storage["nics"]),
+        "source": storage["source"],
+        "gds": gds,
+        "mounts": copy.deepcopy(mounts) if isinstance(mounts, list) else [],
+    }
+
+
 def tier_bandwidth(profile: dict[str, Any], tier: str) -> dict[str, Any]:
     """The profile's bandwidth block with the thresholds the tier is judged by (none for a baseline tier)."""
     bandwidth = copy.deepcopy(profile["bandwidth"])
@@ -250,6 +265,7 @@ def plan_host(
             "nvlink": None,
             "nccl": None,
             "host_tuning": None,
+            "storage": None,
             "resolved_by": None,
             "unmanaged": not_managed,
             "warnings": [f"{reason}; apply and drift leave this host alone and report it NOT MANAGED"],
@@ -295,6 +311,8 @@ def plan_host(
         "nccl": nccl_pin(profile, hostvars),
         # The settings the host_tuning role applies unless the inventory overrides them (docs/catalog.md).
         "host_tuning": copy.deepcopy(profile["host_tuning"]) if "host_tuning" in roles else None,
+        # The profile's storage NICs and, where the tier runs gds, the host's GDS mounts (docs/catalog.md).
+        "storage": storage_plan(profile, hostvars, "gds" in roles),
         "resolved_by": reason,
         "unmanaged": not_managed,
         "warnings": warnings,

@@ -708,6 +708,10 @@ def _as_changed_since_b113656(snapshot: dict, current: dict) -> dict:
             profile["host_tuning"] = current[name]["host_tuning"]
             best = profile["tiers"]["best"]["roles"]
             best.insert(best.index("fabric_facts") + 1, "host_tuning")
+    # Issue 45: storage NICs (section storage, held to its own tests in test_gds_logic.py) where a source says so.
+    for name, profile in snapshot.items():
+        if "storage" in current[name]:
+            profile["storage"] = current[name]["storage"]
     # A new section (interface_naming) sits where the schema puts it; only env order reaches a host file.
     return {name: {key: profile[key] for key in current[name]} for name, profile in snapshot.items()}
 

@@ -271,5 +271,6 @@ def test_nvidia_driver_and_nccl_write_one_cuda_source_file_alike():
     request = {"repositories": nccl_step["repositories"], "packages": [], "managed_by": "role gpufabric.cluster.nccl"}
     (source,) = vendor.parse_request(request).repositories
     assert apt.sources_file(source, "role gpufabric.cluster.nccl").startswith(
-        "# Managed by gpufabric (roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl)"
+        "# Managed by gpufabric (roles gpufabric.cluster.nvidia_driver, gpufabric.cluster.nccl and "
+        "gpufabric.cluster.gds)"
     )

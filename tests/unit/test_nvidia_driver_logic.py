@@ -281,8 +281,8 @@ def test_the_supply_per_distribution_from_one_driver_version(target, tag, driver
         "components": [],
         "architectures": [],
         "signed_by": keyring,
-        # nvidia_driver and nccl write the one source file: its header names both.
-        "managed_by": "roles gpufabric.cluster.nvidia_driver and gpufabric.cluster.nccl",
+        # nvidia_driver, nccl and gds write the one source file: its header names them all.
+        "managed_by": "roles gpufabric.cluster.nvidia_driver, gpufabric.cluster.nccl and gpufabric.cluster.gds",
     }
     # First the running kernel's headers, from the distribution's archive, with the CUDA key and source.
     assert headers == {

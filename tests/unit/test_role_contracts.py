@@ -67,7 +67,7 @@ def test_a_role_tested_on_one_ubuntu_release_reads_the_release_only_in_its_plan(
     (scripts/build-images): a second release in a scenario runs the same tasks with other facts, and Debian's
     binaries either way. Those facts reach a role only through its plan filter (facts=ansible_facts), which the
     unit tests run over both releases' recorded facts (tests/fixtures/os_release). A role that reads the release in
-    its tasks, templates or vars runs both releases in molecule; every role but sriov, nccl_tests and plan does
+    its tasks, templates or vars runs both releases in molecule; every role but sriov, nccl_tests, plan and gds does
     (docs/testing.md, "Both Ubuntu releases")."""
     if ubuntu_releases(role) >= {"22.04", "24.04"}:
         return
