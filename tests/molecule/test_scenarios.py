@@ -26,11 +26,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("GPUFABRIC_TEST_RESULTS", REPO / "test-results"))
-# Longest first, so the parallel run does not end waiting on one slow scenario started last
-# (times from the clean-clone CI run in docs/testing.md); the others follow by name.
+# Longest first, so the parallel run does not end waiting on one slow scenario started last (the order of the
+# CI run of 2026-12-07 in test-results/molecule-times.tsv, with image_doubles' fifth double and the hosts since
+# dropped from nvidia_driver_cuda and nccl_env counted in); the others follow by name.
 SLOWEST = [
-    "nvidia_driver", "sriov", "gcp_gpudirect_rdma", "gcp_tcpxo", "nvidia_driver_cuda", "nccl_env", "host_tuning",
-    "gcp_tcpx", "rdma_stack", "nccl_tests", "aws_efa", "rdma_stack_doca",
+    "image_doubles", "sriov", "nvidia_driver_cuda", "gcp_tcpxo", "nvidia_driver", "gcp_gpudirect_rdma", "nccl_tests",
+    "aws_efa", "rdma_stack", "host_tuning", "nccl_env", "gcp_tcpx", "imex", "roce", "rdma_stack_doca", "gds",
 ]  # fmt: skip
 FOUND = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SCENARIOS = [name for name in SLOWEST if name in FOUND] + [name for name in FOUND if name not in SLOWEST]
