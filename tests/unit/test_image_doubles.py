@@ -32,6 +32,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def test_there_are_doubles() -> None:
     assert {path.stem for path in DOUBLES} >= {
+        "azure-ubuntu-hpc-2204",
         "azure-ubuntu-hpc-2404",
         "gcp-ubuntu-accelerator-2404-580",
         "oci-ubuntu-2204-doca-gpu-580",
@@ -97,6 +98,28 @@ def test_context_builds_packages_holds_files_and_units(tmp_path: Path) -> None:
     unit = tmp_path / "context" / "rootfs" / "etc" / "systemd" / "system" / "sku-customizations.service"
     assert "ExecStop=/usr/sbin/remove_sku_customizations.sh" in unit.read_text()
     assert (tmp_path / "context" / "rootfs" / "usr" / "sbin" / "setup_sku_customizations.sh").stat().st_mode & 0o111
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+def test_context_takes_the_files_of_the_double_named_in_files_from(tmp_path: Path) -> None:
+    """Azure's 22.04 double carries the 2404 double's sku-customizations files (one recipe writes them on both
+    releases); its own setup script, the VM size, replaces the 2404 one."""
+    image_double.context(IMAGES / "doubles" / "azure-ubuntu-hpc-2204.yml", tmp_path / "context")
+    rootfs = tmp_path / "context" / "rootfs"
+    shared = _load(IMAGES / "doubles" / "azure-ubuntu-hpc-2404.yml")["files"]
+    unit = "/etc/systemd/system/sku-customizations.service"
+    assert (rootfs / unit.lstrip("/")).read_text() == shared[unit]
+    assert (rootfs / "opt/azurehpc/customizations/ndv5.sh").stat().st_mode & 0o111
+    assert "standard_nd96isr_h200_v5" in (rootfs / "usr/sbin/setup_sku_customizations.sh").read_text()
+    setup = (tmp_path / "context" / "setup.sh").read_text()
+    assert "systemctl enable nvidia-fabricmanager.service sku-customizations.service" in setup
+
+
+def test_files_from_must_name_a_double_without_files_from(tmp_path: Path) -> None:
+    (tmp_path / "a.yml").write_text("files_from: b\nfiles: {/etc/a: a}\n", encoding="utf-8")
+    (tmp_path / "b.yml").write_text("files_from: c\nfiles: {/etc/b: b}\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="b: files_from names a double that has files_from itself"):
+        image_double.image_files(_load(tmp_path / "a.yml"), tmp_path)
 
 
 def test_context_of_a_double_without_packages_installs_nothing(tmp_path: Path) -> None:
