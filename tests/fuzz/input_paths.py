@@ -90,6 +90,8 @@ OPTIONS: dict[tuple[str, str], str | tuple[str, str]] = {
     ("drift", "--json-file"): "output",
     ("drift", "--junit"): "output",
     ("drift", "--prom"): "output",
+    ("health", "--quarantine"): "output",
+    ("health", "--junit"): "output",
     ("health", "--previous"): "file",
     ("demo", "--profile"): "choice",
     ("demo", "--nodes"): "count",

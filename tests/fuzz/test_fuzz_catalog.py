@@ -60,7 +60,10 @@ CATALOG_FAULTS = [
     Case(
         f"catalog-list-{fault}",
         ("catalog", "list", "--catalog", "bad.yml"),
-        names=f"catalog error: bad.yml: {reason}",
+        # A fault with a line is the content's; one without (the size) is the file's, named as given with its origin.
+        names=f"catalog error: bad.yml: {reason}"
+        if reason.startswith("line")
+        else f"catalog error: 'bad.yml' (--catalog): {reason}",
         setup=file("bad.yml", content),
     )
     for fault, content, reason in YAML_FAULTS

@@ -30,6 +30,8 @@ FILE_OPTIONS = [
     ("drift-json", ("drift", "-i", "localhost,"), "--json-file", DRIFT_USAGE),
     ("drift-junit", ("drift", "-i", "localhost,"), "--junit", DRIFT_USAGE),
     ("drift-prom", ("drift", "-i", "localhost,"), "--prom", DRIFT_USAGE),
+    ("health-quarantine", ("health", "-i", "localhost,"), "--quarantine", USAGE),
+    ("health-junit", ("health", "-i", "localhost,"), "--junit", USAGE),
 ]
 DIRECTORY_OPTIONS = [
     ("k8s-o", ("k8s", "manifests", "-i", "localhost,"), "-o", USAGE),
