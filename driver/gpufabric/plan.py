@@ -223,16 +223,23 @@ def sriov_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _render_sriov(plan: dict[str, Any], console: Console) -> None:
-    rows = sriov_rows(plan)
+def _render_rows(
+    console: Console, title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], no_wrap: set[str]
+) -> None:
+    """A table of text rows (nothing when there are none); the columns in ``no_wrap`` never wrap."""
     if not rows:
         return
-    table = Table(title="SR-IOV virtual functions")
-    for column in ("host", "physical functions", "VFs per PF", "total VFs", "link type", "address scheme"):
-        table.add_column(column, no_wrap=column != "physical functions")
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, no_wrap=column in no_wrap)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     console.print(table)
+
+
+def _render_sriov(plan: dict[str, Any], console: Console) -> None:
+    columns = ("host", "physical functions", "VFs per PF", "total VFs", "link type", "address scheme")
+    _render_rows(console, "SR-IOV virtual functions", columns, sriov_rows(plan), set(columns) - {"physical functions"})
 
 
 def storage_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -260,15 +267,8 @@ def storage_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 def _render_storage(plan: dict[str, Any], console: Console) -> None:
-    rows = storage_rows(plan)
-    if not rows:
-        return
-    table = Table(title="storage NICs and GPUDirect Storage")
-    for column in ("host", "storage NICs", "GDS", "GDS mounts"):
-        table.add_column(column, no_wrap=column == "host")
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))
-    console.print(table)
+    columns = ("host", "storage NICs", "GDS", "GDS mounts")
+    _render_rows(console, "storage NICs and GPUDirect Storage", columns, storage_rows(plan), {"host"})
 
 
 def _render_supply(plan: dict[str, Any], console: Console) -> None:

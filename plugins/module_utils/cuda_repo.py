@@ -44,6 +44,15 @@ def family(distribution: str) -> str:
     )
 
 
+def require_apt(distribution: str, role: str) -> None:
+    """Refuse an RPM distribution for a role that installs from the CUDA repository with APT only (nccl, gds)."""
+    if family(distribution) == "redhat":
+        raise ValueError(
+            f"the {role} role installs with APT; distribution '{distribution}' is not accepted;"
+            " accepted: Debian, Ubuntu"
+        )
+
+
 def cuda_repo_url(distribution: str, version: str, architecture: str, base: str = CUDA_REPO_BASE) -> str:
     """<base>/<ubuntu2204|ubuntu2404|debian12|rhel9>/<x86_64|sbsa>/, base NVIDIA's by default.
 

@@ -229,11 +229,7 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
     error = adopt.mode_error(mode, MODE_VARIABLE)
     if error:
         raise ValueError(error)
-    distribution = str(facts.get("distribution", ""))
-    if cuda_repo.family(distribution) == "redhat":
-        raise ValueError(
-            f"the gds role installs with APT; distribution '{distribution}' is not accepted; accepted: Debian, Ubuntu"
-        )
+    cuda_repo.require_apt(str(facts.get("distribution", "")), ROLE)
     cuda, cuda_source = _cuda(settings, host_plan)
     major, minor = cuda.split(".")
     nvidia_fs = _version(settings.get("nvidia_fs_version"), "gds_nvidia_fs_version", "*")

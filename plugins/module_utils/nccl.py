@@ -137,11 +137,7 @@ def _decide(settings: dict[str, Any], host_plan: dict[str, Any], facts: dict[str
     error = adopt.mode_error(mode, MODE_VARIABLE)
     if error:
         raise ValueError(error)
-    distribution = str(facts.get("distribution", ""))
-    if cuda_repo.family(distribution) == "redhat":
-        raise ValueError(
-            f"the nccl role installs with APT; distribution '{distribution}' is not accepted; accepted: Debian, Ubuntu"
-        )
+    cuda_repo.require_apt(str(facts.get("distribution", "")), ROLE)
     version, minimum, source = _pin(settings, host_plan)
     url, _key_url, keys, repositories = cuda_repo.source(settings, facts, ROLE)
     pins = [supply_chain.package(name, version, cuda_repo.CUDA_REPO_NAME) for name in PACKAGES]
