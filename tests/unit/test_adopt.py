@@ -349,8 +349,8 @@ def test_a_local_cuda_repository_needs_its_pin():
 
 
 def test_the_gcp_like_image_carries_the_set_these_tests_adopt():
-    """The TEST-DOUBLE packages of localhost/gpufabric-ubuntu-identity-gcp-accelerator:22.04 (scripts/build-images),
-    which molecule/nvidia_driver_cuda's adopt host runs, are the set above: one spec of the GCP-like image."""
+    """The GCP-like set above is the recorded package list tests/fixtures/images/ubuntu2204-gcp-accelerator.yml:
+    one spec of the image's driver set."""
     spec = yaml.safe_load((conftest.REPO / "tests/fixtures/images/ubuntu2204-gcp-accelerator.yml").read_text())
     assert {package["name"]: package["version"] for package in spec["packages"]} == GCP_LIKE
     assert all("TEST DOUBLE" in package["description"] for package in spec["packages"])
