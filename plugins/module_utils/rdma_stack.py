@@ -108,6 +108,16 @@ STACK_PACKAGES = ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest", 
 # Adopt mode: an rdma-core built by NVIDIA (DOCA-OFED, MLNX_OFED) carries this in its version, e.g.
 # 2410mlnx54-1.2410068 on Azure's HPC images; the distribution's (39.0-1, 50.0-2build2) does not.
 DOCA_VERSION_MARK = "mlnx"
+# Adopt mode: DOCA's profile meta-packages (host-stack.md section 1, from NVIDIA's DOCA installation guide), any of
+# which installed marks the image's stack as DOCA-OFED whatever rdma-core's version says.
+DOCA_PROFILES = (
+    "doca-all",
+    "doca-networking",
+    "doca-ofed",
+    "doca-roce",
+    "doca-host-basic",
+    "doca-ofed-userspace",
+)
 
 # DOCA-OFED's UCX package, which ships the library and tools Ubuntu's libucx0 and ucx-utils do, and conflicts with
 # them (Azure/azhpc-images 8e9d055f components/install_rocm.sh: Ubuntu's libucx0 "is older than and conflicts with
@@ -231,12 +241,13 @@ class DocaRepo(TypedDict):
 
 
 class RdmaStackPlan(TypedDict):
-    flavor: str
+    flavor: str  # the flavor installed or, in adopt mode, the one the image ships (doca on a DOCA-OFED image)
     manager: str  # apt or dnf
     packages: list[RdmaPackage]  # the pins
     holds: list[str]  # packages held (apt) or version-locked (dnf)
     kernel_modules: list[str]
     repo: DocaRepo | None  # the DOCA repository (doca flavor), else None
+    doca_version: str  # the DOCA profile package's version: the pin (install), the image's (adopt), else ''
     apt_pins: list[supply_chain.AptPin]  # preferences files written before the packages (apt)
     supply: list[supply_chain.PackageStep]  # what repo_key and vendor_packages are given (apt)
     pending: list[str]  # packages of the supply not installed at their pin (from facts' packages)
@@ -263,23 +274,29 @@ def _inbox_wanted(settings: dict[str, Any], facts: dict[str, Any], errors: list[
 
 
 def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, errors: list[str]) -> dict[str, Any]:
-    """The DOCA repository, its pins and holds, and on Ubuntu dkms pinned away and openmpi named."""
+    """The DOCA repository, its pins and holds, and on Ubuntu dkms pinned away and openmpi named. What only
+    installing from DOCA's repository needs (the profile's version, the key, the repository, the dkms pin) is
+    checked apart, into the result's ``repo_errors``: adopt mode installs nothing from there unless the image ships
+    no RDMA stack, and asks for none of it otherwise."""
     profile = settings.get("doca_profile") or ""
     version = str(settings.get("doca_version") or "")
     if not profile:
         errors.append("rdma_stack_doca_profile is empty; accepted: a DOCA profile package such as doca-ofed")
+    repo_errors: list[str] = []
     if not version:
-        errors.append(
+        repo_errors.append(
             "rdma_stack_doca_version is empty; the doca flavor needs the exact version of "
             f"{profile or 'the profile package'} (apt-cache madison {profile or 'doca-ofed'} lists them)"
         )
     key_src = settings.get("doca_key_src") or ""
     key_url = settings.get("doca_key_url") or ""
     if not key_src and not key_url:
-        errors.append("rdma_stack_doca_key_src and rdma_stack_doca_key_url are both empty; the repository needs a key")
+        repo_errors.append(
+            "rdma_stack_doca_key_src and rdma_stack_doca_key_url are both empty; the repository needs a key"
+        )
     if key_url and not key_url.startswith("https://") and not key_src:
-        errors.append(f"rdma_stack_doca_key_url {key_url!r} is not accepted; accepted: an https:// URL")
-    errors.extend(pin_errors("rdma_stack_doca_key_fingerprints", settings.get("doca_key_fingerprints")))
+        repo_errors.append(f"rdma_stack_doca_key_url {key_url!r} is not accepted; accepted: an https:// URL")
+    repo_errors.extend(pin_errors("rdma_stack_doca_key_fingerprints", settings.get("doca_key_fingerprints")))
     url = settings.get("doca_repo_url") or ""
     if not url and os_family in OS_FAMILIES:
         try:
@@ -292,7 +309,7 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
                 facts.get("architecture", ""),
             )
         except ValueError as exc:
-            errors.append(f"rdma_stack_doca_repo_url is empty and {exc}")
+            repo_errors.append(f"rdma_stack_doca_repo_url is empty and {exc}")
     packages = [{"name": profile, "version": version, "spec": package_spec(os_family, profile, version)}]
     extra = [name for name in settings.get("doca_hold") or [] if name != profile]
     repo: DocaRepo = {
@@ -318,7 +335,7 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
             unversioned.append("openmpi")
         pin = settings.get("doca_dkms_pin") or supply_chain.origin_pin(url)
         if not pin:
-            errors.append(
+            repo_errors.append(
                 f"rdma_stack_doca_dkms_pin is empty and the DOCA repository {url!r} has no host to pin DOCA's dkms "
                 "away by; accepted: an APT preferences Pin selecting the DOCA repository, e.g. 'release l=DOCA-HOST*'"
                 " (the label of DOCA's local-repo package) or 'origin linux.mellanox.com'"
@@ -341,6 +358,7 @@ def _doca(settings: dict[str, Any], facts: dict[str, Any], os_family: str, error
         "unversioned": unversioned,
         "repo": repo,
         "apt_pins": apt_pins,
+        "repo_errors": repo_errors,
     }
 
 
@@ -406,12 +424,14 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
         "kernel_modules": modules,
         "repo": None,
         "apt_pins": [],
+        "doca_version": "",
         "adopt": adopt.adoption(),
         "errors": errors,
         "warnings": warnings,
     }
     unversioned: list[str] = []
     unheld: list[str] = []
+    repo_errors: list[str] = []
     if flavor == "inbox":
         result["packages"] = _inbox_packages(os_family, _inbox_wanted(settings, facts, errors), errors)
         result["holds"] = [package["name"] for package in result["packages"]]
@@ -421,22 +441,49 @@ def plan(settings: dict[str, Any], host_plan: dict[str, Any] | None, facts: dict
     elif flavor == "doca":
         doca = _doca(settings, facts, os_family, errors)
         unversioned = doca.pop("unversioned")
-        result.update(doca)
+        repo_errors = doca.pop("repo_errors")
+        if mode != "adopt":
+            errors.extend(repo_errors)
+        result.update(doca, doca_version=str(settings.get("doca_version") or ""))
     result["supply"] = _supply(result, unversioned, unheld, DOCA_REPOSITORY if result["repo"] else "")
     if mode == "adopt" and not errors:
-        _adopt(settings, facts, result, unheld)
+        _adopt(settings, facts, result, list(result["holds"]), unheld, repo_errors)
     result["pending"] = pending(
         [package for step in result["supply"] for package in step["packages"]], facts.get("packages") or {}
     )
     return result
 
 
-def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, Any], unheld: list[str]) -> None:
-    """Adopt mode, on top of the install plan ``result``: what the image ships of the role's packages is held at its
-    installed versions; only what it lacks is installed, at any version, from the host's own sources (no DOCA
-    repository, no pin); linux-modules-extra and the kernel modules stay as in install mode. An image that ships
-    none of them is installed as install mode plans it. A refusal is one error naming the package, its version,
-    what is accepted and the way out."""
+def shipped_stack(installed: dict[str, str], profile: str) -> tuple[str, dict[str, str]]:
+    """Which RDMA stack the image ships, read from its installed packages: 'doca' (DOCA-OFED or MLNX_OFED: a DOCA
+    profile package installed, or rdma-core at an NVIDIA build, DOCA_VERSION_MARK in its version), 'inbox' (the
+    distribution's rdma-core) or '' (neither); and the installed packages that say DOCA (name -> version)."""
+    marks = {name: installed[name] for name in dict.fromkeys([profile, *DOCA_PROFILES]) if name and name in installed}
+    rdma_core = installed.get("rdma-core", "")
+    if DOCA_VERSION_MARK in rdma_core:
+        marks["rdma-core"] = rdma_core
+    return ("doca" if marks else "inbox" if rdma_core else ""), marks
+
+
+def _adopt(
+    settings: dict[str, Any],
+    facts: dict[str, Any],
+    result: dict[str, Any],
+    wanted: list[str],
+    unheld: list[str],
+    repo_errors: list[str],
+) -> None:
+    """Adopt mode, on top of the install plan ``result``: the stack the image ships is adopted whichever flavor was
+    asked for where it can stand for it (DOCA-OFED for inbox: the plan's flavor says doca), and what it ships of the
+    role's packages is held at its installed versions; only what it lacks is installed, at any version, from the
+    host's own sources (no DOCA repository, no pin). On a DOCA image nothing of the distribution's stack is added
+    beside DOCA's (no linux-modules-extra, no Ubuntu UCX or rdma-core library); elsewhere linux-modules-extra and the
+    kernel modules stay as in install mode. An image that ships none of it is installed as install mode plans it,
+    which for the doca flavor needs the DOCA repository's settings (``repo_errors``, not checked otherwise). A refusal
+    is one error naming the package, its version, what is accepted and the way out.
+
+    wanted: what install mode installs and holds here, by name (its versions are install mode's, not the image's).
+    unheld: what install mode installs and never holds (linux-modules-extra)."""
     errors: list[str] = result["errors"]
     warnings: list[str] = result["warnings"]
     if facts.get("os_family") != "Debian":
@@ -450,10 +497,19 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         result["supply"] = []
         return
     flavor = str(settings.get("flavor"))
-    # What install mode installs and holds here, by name (its versions are install mode's own, not the image's).
-    wanted = [
-        package["name"] for step in result["supply"] for package in step["packages"] if package["name"] not in unheld
-    ]
+    profile = str(settings.get("doca_profile") or "")
+    requested = str(settings.get("doca_version") or "")
+    installed = adopt.installed_versions(facts)
+    shipped, marks = shipped_stack(installed or {}, profile)
+    # What install mode would have added that the image lacks (named in the warning when DOCA is adopted for inbox).
+    not_added = [name for name in wanted + unheld if name not in (installed or {})]
+    if shipped == "doca":
+        # DOCA builds its own kernel modules (DKMS): the distribution's linux-modules-extra is not added beside them.
+        unheld = []
+        if flavor == "inbox":
+            # The DOCA stack the image ships is adopted (what it has under the inbox names too); nothing is added to
+            # it that the operator did not ask for.
+            wanted = [name for name in wanted if name in (installed or {})]
     modules_extra_only = [supply_chain.package(name, "", "", hold=False) for name in unheld]
     image_free = {
         "packages": [],
@@ -462,7 +518,6 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         "apt_pins": [],
         "supply": [supply_chain.step(modules_extra_only)] if modules_extra_only else [],
     }
-    installed = adopt.installed_versions(facts)
     if installed is None:
         warnings.append(
             f"{MODE_VARIABLE} 'adopt': the image's packages are read on the host (package_facts), so what it ships, "
@@ -471,13 +526,19 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         result.update(image_free, adopt=adopt.adoption("adopt"))
         return
     found = {name: installed[name] for name in dict.fromkeys(wanted + list(STACK_PACKAGES)) if name in installed}
+    found.update(marks)
     missing = [name for name in wanted if name not in installed]
     if not found:
-        # Nothing shipped: everything is missing, installed exactly as install mode plans it.
+        # Nothing shipped: everything is missing, installed exactly as install mode plans it; for the doca flavor
+        # from DOCA's repository, whose settings are needed now.
+        errors.extend(
+            f"{MODE_VARIABLE} 'adopt': the image ships no RDMA stack, so the doca flavor installs DOCA-OFED from "
+            f"DOCA's repository as {MODE_VARIABLE} 'install' does: {error}"
+            for error in repo_errors
+        )
         result["adopt"] = adopt.adoption("adopt", known=True, missing=missing)
         return
     rdma_core = installed.get("rdma-core", "")
-    shipped = "doca" if DOCA_VERSION_MARK in rdma_core else "inbox" if rdma_core else ""
     if flavor == "doca" and shipped != "doca":
         # The operator asked for DOCA-OFED (its kernel modules, openibd, UCX/HPC-X built for it); the inbox stack
         # offers none of that, and installing DOCA's profile beside it from the image's sources would replace it.
@@ -485,23 +546,43 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         refused = (
             f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor 'doca' asks for DOCA-OFED and the image ships the "
             f"distribution's stack ({shipped_as}; {'rdma-core' if rdma_core else 'rdma-core not installed'}"
-            f"{'' if not rdma_core else ' without ' + repr(DOCA_VERSION_MARK) + ' in its version'}); accepted: an "
-            "image with DOCA-OFED or MLNX_OFED (rdma-core at a version such as 2410mlnx54-1.2410068), or "
-            f"rdma_stack_flavor 'inbox' to adopt this one; {MODE_VARIABLE} 'install' installs DOCA over it"
+            f"{'' if not rdma_core else ' without ' + repr(DOCA_VERSION_MARK) + ' in its version'}, no DOCA profile "
+            "package); accepted: an image with DOCA-OFED or MLNX_OFED (a DOCA profile package such as doca-ofed, or "
+            "rdma-core at a version such as 2410mlnx54-1.2410068), or rdma_stack_flavor 'inbox' to adopt this one; "
+            f"{MODE_VARIABLE} 'install' installs DOCA over it"
         )
         errors.append(refused)
         result.update(image_free, supply=[], adopt=adopt.adoption("adopt", known=True, found=found, refused=refused))
         return
+    if shipped == "doca" and requested and profile in installed and installed[profile] != requested:
+        # Adopt keeps the image's DOCA; a different version asked for is the operator's mistake or an install.
+        refused = (
+            f"{MODE_VARIABLE} 'adopt': rdma_stack_doca_version '{requested}' differs from the image's {profile} "
+            f"{installed[profile]}; accepted in adopt mode: '' (the image's version is adopted) or "
+            f"'{installed[profile]}'; {MODE_VARIABLE} 'install' installs {profile} {requested} from DOCA's repository"
+        )
+        errors.append(refused)
+        result.update(image_free, supply=[], adopt=adopt.adoption("adopt", known=True, found=found, refused=refused))
+        return
+    if shipped == "doca":
+        profiles = [name for name in marks if name != "rdma-core"]
+        adopted_profile = profiles[0] if profiles else ""
+        result["flavor"] = "doca"
+        result["doca_version"] = installed[adopted_profile] if adopted_profile else requested
     if flavor == "inbox" and shipped == "doca":
         # Adopted, not refused: DOCA's rdma-core is built from the same upstream and ships the same packages and
         # libraries (libibverbs, librdmacm, the inbox API), and replacing a vendor stack whose kernel modules the image
-        # was built with is what adopt exists to avoid. An engineer who wants the distribution's stack says install.
+        # was built with is what adopt exists to avoid; adding the distribution's packages beside it conflicts (DOCA's
+        # ucx against Ubuntu's libucx0, azhpc-images install_rocm.sh) or mixes versions. An engineer who wants the
+        # distribution's stack says install.
+        says = ", ".join(f"{name} {version}" for name, version in marks.items())
         warnings.append(
             f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED "
-            f"(rdma-core {rdma_core}); DOCA's stack is adopted, as it provides the inbox API; {MODE_VARIABLE} "
-            "'install' replaces it with the distribution's"
+            f"({says}): the doca flavor is adopted, held at the image's versions, and nothing of the distribution's "
+            f"stack is installed beside it (not {', '.join(not_added) or 'anything'}); rdma_stack_flavor 'doca' "
+            f"says so without this warning; {MODE_VARIABLE} 'install' replaces it with the distribution's"
         )
-    if shipped == "doca" and settings.get("doca_profile") in installed and "openmpi" in missing:
+    if shipped == "doca" and profile in installed and "openmpi" in missing:
         # doca-ofed depends on openmpi at an exact version; installed, that dependency is met already (by DOCA's
         # openmpi or a package providing it, as azhpc-images' hpcx-provides-openmpi does).
         missing.remove("openmpi")
@@ -512,7 +593,10 @@ def _adopt(settings: dict[str, Any], facts: dict[str, Any], result: dict[str, An
         missing = [name for name in missing if name not in DISTRIBUTION_UCX]
         found[DOCA_UCX] = installed[DOCA_UCX]
     steps = [adopt.hold_step(found, ADOPT_PREFERENCES)]
-    added = [supply_chain.package(name, "", "", hold=True) for name in missing] + modules_extra_only
+    # The profile the image lacks at the version asked for, when one was (else any version).
+    added = [
+        supply_chain.package(name, requested if name == profile else "", "", hold=True) for name in missing
+    ] + modules_extra_only
     if added:
         # After the hold, so that apt resolving what is added cannot move what the image ships.
         steps.append(supply_chain.step(added))

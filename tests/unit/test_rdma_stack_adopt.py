@@ -6,12 +6,16 @@ inbox image is refused with one message, and install mode is unchanged."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from gpufabric.collection import module_utils
 from tests import conftest
 from tests.conftest import package_facts
 
+REPO = Path(__file__).resolve().parents[2]
 rdma = module_utils("rdma_stack")
 adopt = module_utils("adopt")
 
@@ -119,21 +123,40 @@ def test_the_doca_profile_missing_on_a_doca_image_is_installed_from_the_hosts_so
     result = plan(DOCA_IMAGE, **DOCA)
     assert result["errors"] == []
     assert [step["repositories"] for step in result["supply"]] == [[], []]
-    assert pins(result["supply"][1]) == {"doca-ofed": "", "openmpi": ""}
+    # At the version asked for, when one is; the run after adopts it at that version.
+    assert pins(result["supply"][1]) == {"doca-ofed": DOCA_PROFILE_VERSION, "openmpi": ""}
     assert result["adopt"]["missing"] == ["doca-ofed", "openmpi"]
+    assert pins(plan(DOCA_IMAGE, **{**DOCA, "doca_version": ""})["supply"][1]) == {"doca-ofed": "", "openmpi": ""}
 
 
-def test_inbox_asked_on_a_doca_image_adopts_doca_with_a_warning():
+def test_inbox_asked_on_a_doca_image_adopts_doca_and_adds_nothing_of_the_distribution_s():
     result = plan({**DOCA_IMAGE, "perftest": MLNX, "libucx0": MLNX, "ucx-utils": MLNX})
     assert result["errors"] == []
-    assert pins(result["supply"][0]) == {
+    # One step, the hold: no linux-modules-extra (DOCA builds its modules), no Ubuntu rdma-core library.
+    (hold,) = result["supply"]
+    assert pins(hold) == {
         name: MLNX for name in ("rdma-core", "ibverbs-utils", "infiniband-diags", "perftest", "libucx0", "ucx-utils")
     }
+    assert result["flavor"] == "doca" and result["adopt"]["missing"] == []
     assert result["warnings"] == [
         "rdma_stack_provision 'adopt': rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED "
-        f"(rdma-core {MLNX}); DOCA's stack is adopted, as it provides the inbox API; rdma_stack_provision 'install' "
+        f"(rdma-core {MLNX}): the doca flavor is adopted, held at the image's versions, and nothing of the "
+        "distribution's stack is installed beside it (not ibverbs-providers, libibverbs1, librdmacm1, "
+        f"{MODULES_EXTRA}); rdma_stack_flavor 'doca' says so without this warning; rdma_stack_provision 'install' "
         "replaces it with the distribution's"
     ]
+
+
+def test_a_doca_profile_installed_marks_a_doca_image_whatever_rdma_core_s_version():
+    """DOCA's profile packages (host-stack.md section 1) mark the stack as DOCA's, even beside an rdma-core whose
+    version lacks 'mlnx' (a test value: no public DOCA build of that form is known)."""
+    result = plan({"doca-ofed-userspace": "3.2.1-1", "rdma-core": "2510-1", "ucx": "1.18.0-1"})
+    assert result["errors"] == []
+    assert result["flavor"] == "doca" and result["doca_version"] == "3.2.1-1"
+    (hold,) = result["supply"]
+    assert pins(hold) == {"doca-ofed-userspace": "3.2.1-1", "rdma-core": "2510-1", "ucx": "1.18.0-1"}
+    # The inbox flavor asked for no profile: doca-ofed (rdma_stack_doca_profile's default) is not installed.
+    assert "doca-ofed" not in result["holds"]
 
 
 def test_on_a_doca_image_doca_s_ucx_stands_for_ubuntu_s_and_nothing_of_the_distribution_s_is_added():
@@ -145,7 +168,7 @@ def test_on_a_doca_image_doca_s_ucx_stands_for_ubuntu_s_and_nothing_of_the_distr
     (hold,) = result["supply"][:1]
     assert pins(hold)["ucx"] == ucx and "libucx0" not in pins(hold)
     added = [package["name"] for step in result["supply"][1:] for package in step["packages"]]
-    assert added == [MODULES_EXTRA], "no Ubuntu UCX beside DOCA's, no Ubuntu rdma-core library beside DOCA's"
+    assert added == [], "no Ubuntu UCX, rdma-core library or linux-modules-extra beside DOCA's"
     assert "ucx" in result["holds"] and not {"libucx0", "ucx-utils", "libibverbs1"} & set(result["holds"])
 
 
@@ -156,10 +179,11 @@ def test_doca_asked_on_an_inbox_image_is_refused_naming_package_version_and_the_
         "rdma_stack_provision 'adopt': rdma_stack_flavor 'doca' asks for DOCA-OFED and the image ships the "
         "distribution's stack (ibverbs-utils 39.0-1, "
     )
-    assert "rdma-core 39.0-1" in error and "rdma-core without 'mlnx' in its version" in error
+    assert "rdma-core 39.0-1" in error and "rdma-core without 'mlnx' in its version, no DOCA profile package" in error
     assert error.endswith(
-        "accepted: an image with DOCA-OFED or MLNX_OFED (rdma-core at a version such as 2410mlnx54-1.2410068), or "
-        "rdma_stack_flavor 'inbox' to adopt this one; rdma_stack_provision 'install' installs DOCA over it"
+        "accepted: an image with DOCA-OFED or MLNX_OFED (a DOCA profile package such as doca-ofed, or rdma-core at a "
+        "version such as 2410mlnx54-1.2410068), or rdma_stack_flavor 'inbox' to adopt this one; rdma_stack_provision "
+        "'install' installs DOCA over it"
     )
     assert result["supply"] == [] and result["pending"] == []
     assert result["adopt"]["refused"] == error and result["adopt"]["found"]["rdma-core"] == "39.0-1"
@@ -167,7 +191,83 @@ def test_doca_asked_on_an_inbox_image_is_refused_naming_package_version_and_the_
 
 def test_doca_asked_on_an_image_with_part_of_a_stack_and_no_rdma_core_is_refused():
     (error,) = plan({"perftest": "4.4+0.37-1"}, **DOCA)["errors"]
-    assert "(perftest 4.4+0.37-1; rdma-core not installed)" in error
+    assert "(perftest 4.4+0.37-1; rdma-core not installed, no DOCA profile package)" in error
+
+
+# Adopt installs nothing from DOCA's repository on a DOCA image: none of the settings only that install needs.
+DOCA_ADOPT = {"flavor": "doca", "fabric": "infiniband", "doca_profile": "doca-ofed"}
+
+
+def test_adopting_a_doca_image_needs_no_doca_version_key_or_repository():
+    shipped = {**DOCA_IMAGE, "doca-ofed": DOCA_PROFILE_VERSION}
+    result = plan(shipped, **DOCA_ADOPT)
+    assert result["errors"] == []
+    # The version is the image's, read from the installed profile package.
+    assert result["doca_version"] == DOCA_PROFILE_VERSION and result["flavor"] == "doca"
+    assert pins(result["supply"][0])["doca-ofed"] == DOCA_PROFILE_VERSION
+    assert result["repo"] is None and all(step["keys"] == [] for step in result["supply"])
+    # Install mode still needs them, each named.
+    errors = plan(shipped, mode="install", **DOCA_ADOPT)["errors"]
+    assert errors[0].startswith(
+        "rdma_stack_doca_version is empty; the doca flavor needs the exact version of doca-ofed"
+    )
+    assert any(
+        error.startswith("rdma_stack_doca_key_src and rdma_stack_doca_key_url are both empty") for error in errors
+    )
+
+
+def test_a_doca_version_the_image_does_not_have_is_refused_naming_both():
+    result = plan({**DOCA_IMAGE, "doca-ofed": "3.2.3-1"}, **{**DOCA, "doca_version": "3.2.1-1"})
+    assert result["errors"] == [
+        "rdma_stack_provision 'adopt': rdma_stack_doca_version '3.2.1-1' differs from the image's doca-ofed 3.2.3-1; "
+        "accepted in adopt mode: '' (the image's version is adopted) or '3.2.3-1'; rdma_stack_provision 'install' "
+        "installs doca-ofed 3.2.1-1 from DOCA's repository"
+    ]
+    assert result["supply"] == [] and result["pending"] == []
+    assert result["adopt"]["refused"] == result["errors"][0]
+    # The same version, or none, is adopted.
+    assert plan({**DOCA_IMAGE, "doca-ofed": "3.2.3-1"}, **{**DOCA, "doca_version": "3.2.3-1"})["errors"] == []
+
+
+def test_a_doca_version_is_checked_when_doca_is_adopted_for_inbox_too():
+    (error,) = plan({**DOCA_IMAGE, "doca-ofed": "3.2.3-1"}, doca_profile="doca-ofed", doca_version="3.2.1-1")["errors"]
+    assert "rdma_stack_doca_version '3.2.1-1' differs from the image's doca-ofed 3.2.3-1" in error
+
+
+def test_an_image_without_a_stack_needs_the_doca_settings_to_install_doca():
+    result = plan({"bash": "5.1-6ubuntu1"}, **DOCA_ADOPT)
+    assert result["errors"][0] == (
+        "rdma_stack_provision 'adopt': the image ships no RDMA stack, so the doca flavor installs DOCA-OFED from "
+        "DOCA's repository as rdma_stack_provision 'install' does: rdma_stack_doca_version is empty; the doca flavor "
+        "needs the exact version of doca-ofed (apt-cache madison doca-ofed lists them)"
+    )
+    # Given, the image without a stack is installed as install mode plans it.
+    adopted = plan({"bash": "5.1-6ubuntu1"}, **DOCA)
+    assert adopted["errors"] == []
+    assert adopted["supply"] == plan({"bash": "5.1-6ubuntu1"}, mode="install", **DOCA)["supply"]
+    assert adopted["doca_version"] == DOCA_PROFILE_VERSION
+
+
+def _double_packages(name: str) -> dict[str, str]:
+    path = REPO / "tests" / "fixtures" / "images" / "doubles" / f"{name}.yml"
+    double = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {entry["name"]: str(entry["version"]) for entry in double.get("packages") or []}
+
+
+@pytest.mark.parametrize("double", ["azure-ubuntu-hpc-2204", "azure-ubuntu-hpc-2404", "oci-ubuntu-2204-doca-gpu-580"])
+@pytest.mark.parametrize("flavor", [INBOX, DOCA_ADOPT], ids=["inbox", "doca"])
+def test_the_doca_image_doubles_are_adopted_as_doca_without_a_doca_version(double, flavor):
+    """The DOCA images' packages as their doubles install them (tests/fixtures/images/doubles: doca-ofed, rdma-core in
+    NVIDIA's <OFED>mlnx<N>-1.<build> form, DOCA's ucx; those versions are the doubles' UNVERIFIED picks): the default
+    inbox flavor and the doca flavor without rdma_stack_doca_version adopt the same DOCA stack and add nothing."""
+    installed = _double_packages(double)
+    target = "ubuntu2404" if double.endswith("2404") else "ubuntu2204"
+    result = plan(installed, target=target, **flavor)
+    assert result["errors"] == []
+    assert result["flavor"] == "doca" and result["doca_version"] == installed["doca-ofed"]
+    (hold,) = result["supply"]
+    assert pins(hold) == {name: installed[name] for name in ("doca-ofed", "rdma-core", "ucx")}
+    assert result["adopt"]["missing"] == []
 
 
 def test_unknown_packages_plan_no_image_steps_and_say_so():
