@@ -46,6 +46,18 @@ def test_a_file_with_two_keys_names_both(keys):
     assert rk.read_key(keys["binary"] + keys["other"]).fingerprints == (keys["fpr"], keys["other_fpr"])
 
 
+def test_a_file_of_two_keys_is_accepted_when_both_are_pinned_and_refused_when_one_is_not(keys):
+    """A publisher's key file may hold two primary keys during a rotation (Google's Artifact Registry file did:
+    kubernetes/release #3102): pinning both accepts it; pinning one names the other and writes nothing."""
+    both = keys["binary"] + keys["other"]
+    assert rk.check(both, "/k/r.gpg", [keys["fpr"], keys["other_fpr"]], "", "https://example/key").fingerprints == (
+        keys["fpr"],
+        keys["other_fpr"],
+    )
+    with pytest.raises(rk.RepoKeyError, match=f"not pinned: {keys['other_fpr']}. The keyring was not written"):
+        rk.check(both, "/k/r.gpg", [keys["fpr"]], "", "https://example/key")
+
+
 def test_v6_fingerprint_is_sha256_over_0x9b_and_a_4_byte_length():
     body = bytes([6]) + b"\x00" * 40
     assert rk.fingerprint(body) == hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest().upper()
