@@ -117,3 +117,47 @@ def test_the_limits_files_give_every_user_and_root_the_fabric_limits() -> None:
         "DefaultLimitNOFILE=1048576",
         "DefaultLimitSTACK=67108864",
     ]
+
+
+def nccl_first(text: str) -> dict[str, str]:
+    """What NCCL takes from a file with a variable twice: the first value (setEnvFile's setenv(..., 0))."""
+    values: dict[str, str] = {}
+    for line in text.split("\n"):
+        name, sep, value = line.partition("=")
+        if sep and not name.startswith("#"):
+            values.setdefault(name, value)
+    return values
+
+
+def test_the_merge_script_puts_gpufabrics_block_first_once_and_keeps_the_images_lines(tmp_path: Path) -> None:
+    """Where an image's unit owns /etc/nccl.conf (Azure's sku-customizations), the drop-in's script puts gpufabric's
+    block first and the unit's lines after it; run again, it changes nothing; a block from an earlier profile goes."""
+    ours = tmp_path / "gpufabric-nccl.conf"
+    conf = tmp_path / "nccl.conf"
+    script = tmp_path / "merge.sh"
+    paths = {
+        "nccl_env__conf_owner": "sku-customizations.service",
+        "nccl_env_conf_path": str(conf),
+        "nccl_env_conf_cooperate_path": str(ours),
+    }
+    ours.write_text(
+        render("nccl.conf.j2", nccl_env__plan={"nccl_conf": {"NCCL_IB_PCI_RELAXED_ORDERING": "0"}}, **paths)
+    )
+    script.write_text(render("nccl-conf-merge.sh.j2", **paths))
+    image = "NCCL_IB_PCI_RELAXED_ORDERING=1\nNCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml\n"
+    earlier = render("nccl.conf.j2", nccl_env__plan={"nccl_conf": {"NCCL_OLD": "1"}}, **paths)
+    for before in (image, earlier + image):
+        conf.write_text(before)
+        subprocess.run(["sh", str(script)], check=True, env={"PATH": "/usr/bin:/bin"})
+        merged = conf.read_text()
+        assert merged == ours.read_text() + image
+        assert nccl_first(merged) == {
+            "NCCL_IB_PCI_RELAXED_ORDERING": "0",
+            "NCCL_TOPO_FILE": "/opt/microsoft/ndv5/topo.xml",
+        }
+        stamp = conf.stat().st_mtime_ns
+        subprocess.run(["sh", str(script)], check=True, env={"PATH": "/usr/bin:/bin"})
+        assert conf.read_text() == merged and conf.stat().st_mtime_ns == stamp
+    conf.unlink()
+    subprocess.run(["sh", str(script)], check=True, env={"PATH": "/usr/bin:/bin"})
+    assert conf.read_text() == ours.read_text()
