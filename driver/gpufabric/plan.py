@@ -336,6 +336,8 @@ def _render_supply(plan: dict[str, Any], console: Console) -> None:
             console.print(f"  {role}: {adoption_line(adoption)}", markup=False, highlight=False)
         for error in chain["errors"]:
             console.print(f"  [red]cannot plan[/red]: {escape(error)}", highlight=False)
+        for warning in chain.get("warnings", []):
+            console.print(f"  [yellow]warning[/yellow]: {escape(warning)}", highlight=False)
         if chain["note"]:
             console.print(f"  {chain['note']}", markup=False, highlight=False)
 

@@ -38,9 +38,11 @@ def host_supply(
     memo: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """{"os", "os_from", "roles": {role: [PackageStep]}, "apt_pins": {role: [AptPin]},
-    "artifacts": {role: [Artifact]}, "adopt": {role: Adoption}, "errors": [...], "note"} for one host. A role in
-    adopt mode (plugins/module_utils/adopt.py) lists what it found on the image and what it installs because the
-    image lacks it; without --probe the image's packages are not known here.
+    "artifacts": {role: [Artifact]}, "adopt": {role: Adoption}, "errors": [...], "warnings": [...], "note"} for one
+    host. A role in adopt mode (plugins/module_utils/adopt.py) lists what it found on the image and what it installs
+    because the image lacks it; without --probe the image's packages are not known here. ``warnings`` are what the
+    roles' plans warn of, as the roles print them at apply (rdma_stack adopting the DOCA-OFED an image ships for the
+    inbox flavor, say), each "<role>: <warning>".
 
     ``hostvars`` are the inventory's variables of the host as ansible-inventory lists them (an unsafe value,
     {"__ansible_unsafe": text}, stays untrusted: never templated, as in a play).
@@ -65,8 +67,8 @@ def host_supply(
 
 
 def _plan_roles(host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-    """The roles' part of host_supply: {"roles", "apt_pins", "artifacts", "adopt", "errors"}."""
-    result: dict[str, Any] = {"roles": {}, "apt_pins": {}, "artifacts": {}, "adopt": {}, "errors": []}
+    """The roles' part of host_supply: {"roles", "apt_pins", "artifacts", "adopt", "errors", "warnings"}."""
+    result: dict[str, Any] = {"roles": {}, "apt_pins": {}, "artifacts": {}, "adopt": {}, "errors": [], "warnings": []}
     if host_plan.get("nic_placeholders") and host_plan.get("nic_names") is None:
         # What a role installs does not depend on the NICs' names, which only the host knows (the plan role reads
         # them): plan the roles with stand-in names, as if they had been read.
@@ -89,6 +91,7 @@ def _plan_roles(host_plan: dict[str, Any], hostvars: dict[str, Any], facts: dict
         except (TypeError, ValueError) as exc:  # a value of the wrong type, which the role would fail on too
             result["errors"].append(f"{role}: {type(exc).__name__}: {exc}")
             continue
+        result["warnings"] += [f"{role}: {warning}" for warning in role_plan.get("warnings") or []]
         adoption = role_plan.get("adopt") or {}
         if adoption.get("mode") == "adopt":
             result["adopt"][role] = adoption
@@ -353,6 +356,7 @@ def unknown_os(note: str) -> dict[str, Any]:
         "artifacts": {},
         "adopt": {},
         "errors": [],
+        "warnings": [],
         "note": note,
     }
 

@@ -286,3 +286,20 @@ def test_the_plan_role_s_lookup_carries_the_image_that_site_yml_adopts_from():
     assert images[1] is None
     role = (Path(__file__).resolve().parents[2] / "roles/plan/tasks/main.yml").read_text(encoding="utf-8")
     assert "image=gpufabric_image | default('')" in role
+
+
+def test_the_plan_passes_on_what_the_roles_warn_of_for_a_probed_image(catalog):
+    """Azure's ubuntu-hpc 22.04 adopts rdma_stack with the default inbox flavor; probed, the image ships DOCA-OFED
+    (the packages of tests/fixtures/images/doubles/azure-ubuntu-hpc-2204.yml): the plan says DOCA is adopted instead."""
+    hostvars = {"gpufabric_profile": "azure/Standard_ND96isr_H200_v5", "gpufabric_image": "azure/ubuntu-hpc-2204"}
+    host_plan = fabric_plan.plan_host(hostvars, catalog)
+    packages = {"doca-ofed": "3.2.1-1", "rdma-core": "2510mlnx0-1.2510000", "ucx": "1.18.0-1.2510000"}
+    os_release = {"id": "ubuntu", "version_id": "22.04"}
+    probed = {"host": {"os": os_release, "kernel": "6.8.0-1044-azure", "packages": packages}}
+    facts, name, where = supply.host_facts(hostvars, probed, host_plan["image"])
+    chain = supply.host_supply(host_plan, hostvars, facts, name, where)
+    assert chain["adopt"]["rdma_stack"]["found"] == packages
+    (warning,) = [warning for warning in chain["warnings"] if warning.startswith("rdma_stack: ")]
+    assert "rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED" in warning
+    assert "the doca flavor is adopted" in warning
+    assert supply.unknown_os("")["warnings"] == []
