@@ -509,7 +509,7 @@ def _adopt(
         if flavor == "inbox":
             # The DOCA stack the image ships is adopted (what it has under the inbox names too); nothing is added to
             # it that the operator did not ask for.
-            wanted = [name for name in wanted if name in (installed or {})]
+            wanted = [name for name in wanted if name not in not_added]
     modules_extra_only = [supply_chain.package(name, "", "", hold=False) for name in unheld]
     image_free = {
         "packages": [],
@@ -566,32 +566,31 @@ def _adopt(
         return
     if shipped == "doca":
         profiles = [name for name in marks if name != "rdma-core"]
-        adopted_profile = profiles[0] if profiles else ""
         result["flavor"] = "doca"
-        result["doca_version"] = installed[adopted_profile] if adopted_profile else requested
-    if flavor == "inbox" and shipped == "doca":
-        # Adopted, not refused: DOCA's rdma-core is built from the same upstream and ships the same packages and
-        # libraries (libibverbs, librdmacm, the inbox API), and replacing a vendor stack whose kernel modules the image
-        # was built with is what adopt exists to avoid; adding the distribution's packages beside it conflicts (DOCA's
-        # ucx against Ubuntu's libucx0, azhpc-images install_rocm.sh) or mixes versions. An engineer who wants the
-        # distribution's stack says install.
-        says = ", ".join(f"{name} {version}" for name, version in marks.items())
-        warnings.append(
-            f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED "
-            f"({says}): the doca flavor is adopted, held at the image's versions, and nothing of the distribution's "
-            f"stack is installed beside it (not {', '.join(not_added) or 'anything'}); rdma_stack_flavor 'doca' "
-            f"says so without this warning; {MODE_VARIABLE} 'install' replaces it with the distribution's"
-        )
-    if shipped == "doca" and profile in installed and "openmpi" in missing:
-        # doca-ofed depends on openmpi at an exact version; installed, that dependency is met already (by DOCA's
-        # openmpi or a package providing it, as azhpc-images' hpcx-provides-openmpi does).
-        missing.remove("openmpi")
-    if shipped == "doca":
+        result["doca_version"] = installed[profiles[0]] if profiles else requested
+        if flavor == "inbox":
+            # Adopted, not refused: DOCA's rdma-core is built from the same upstream and ships the same packages and
+            # libraries (libibverbs, librdmacm, the inbox API), and replacing a vendor stack whose kernel modules the
+            # image was built with is what adopt exists to avoid; adding the distribution's packages beside it
+            # conflicts (DOCA's ucx against Ubuntu's libucx0, azhpc-images install_rocm.sh) or mixes versions. An
+            # engineer who wants the distribution's stack says install.
+            says = ", ".join(f"{name} {version}" for name, version in marks.items())
+            warnings.append(
+                f"{MODE_VARIABLE} 'adopt': rdma_stack_flavor is 'inbox' and the image ships DOCA-OFED/MLNX_OFED "
+                f"({says}): the doca flavor is adopted, held at the image's versions, and nothing of the "
+                f"distribution's stack is installed beside it (not {', '.join(not_added) or 'anything'}); "
+                f"rdma_stack_flavor 'doca' says so without this warning; {MODE_VARIABLE} 'install' replaces it with "
+                "the distribution's"
+            )
+        if profile in installed and "openmpi" in missing:
+            # doca-ofed depends on openmpi at an exact version; installed, that dependency is met already (by DOCA's
+            # openmpi or a package providing it, as azhpc-images' hpcx-provides-openmpi does).
+            missing.remove("openmpi")
         missing = [name for name in missing if name not in RDMA_CORE_LIBRARIES]
-    if shipped == "doca" and DOCA_UCX in installed:
-        # Installing Ubuntu's UCX beside DOCA's would fail on the conflict or remove DOCA's: DOCA's is adopted instead.
-        missing = [name for name in missing if name not in DISTRIBUTION_UCX]
-        found[DOCA_UCX] = installed[DOCA_UCX]
+        if DOCA_UCX in installed:
+            # Installing Ubuntu's UCX beside DOCA's would fail on the conflict or remove DOCA's: DOCA's is adopted.
+            missing = [name for name in missing if name not in DISTRIBUTION_UCX]
+            found[DOCA_UCX] = installed[DOCA_UCX]
     steps = [adopt.hold_step(found, ADOPT_PREFERENCES)]
     # The profile the image lacks at the version asked for, when one was (else any version).
     added = [
