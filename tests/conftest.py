@@ -113,9 +113,10 @@ def recorded_nic_names() -> dict[str, dict[str, dict[str, Any]]]:
 def image_nic_names(profile: str, image: str) -> dict[str, list[str]]:
     """The interface names ``image`` gives the NIC groups of catalog ``profile``, each in PCI order, as
     tests/fixtures/nic_names.yml records them with their sources: {"gpu": [...], "management": [...]} (a group the
-    recording leaves out is absent). The catalog names no interface; these stand for a real host's names."""
+    recording leaves out is absent), and "gpu_rdma", the RDMA device names of ConnectX GPU NICs, where the image renames
+    them. The catalog names no interface; these stand for a real host's names."""
     names = recorded_nic_names()[profile][image]
-    return {group: list(names[group]) for group in ("gpu", "management") if group in names}
+    return {group: list(names[group]) for group in ("gpu", "management", "gpu_rdma") if group in names}
 
 
 def package_facts(installed: dict[str, str]) -> dict[str, list[dict[str, str]]]:

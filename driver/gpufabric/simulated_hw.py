@@ -128,9 +128,13 @@ def management_interface(profile: dict[str, Any], nic_names: dict[str, list[str]
 def check_nic_names(profile: dict[str, Any], nic_names: dict[str, list[str]] | None) -> None:
     """Refuse names that do not fit the profile: a group it lacks, or another count than the group's."""
     for group, names in (nic_names or {}).items():
-        if group not in profile["nics"]:
-            raise ValueError(f"nic_names: the profile has no NIC group {group!r}; accepted: gpu, management")
-        count = profile["nics"][group].get("count", 1)
+        section = "gpu" if group == "gpu_rdma" else group
+        connectx = profile["nics"]["gpu"]["kind"] in ("connectx_ib", "connectx_roce")
+        if section not in profile["nics"] or (group == "gpu_rdma" and not connectx):
+            raise ValueError(
+                f"nic_names: the profile has no NIC group {group!r}; accepted: gpu, management, gpu_rdma (ConnectX)"
+            )
+        count = profile["nics"][section].get("count", 1)
         if names and len(names) != count:
             raise ValueError(f"nic_names[{group!r}]: {len(names)} names for {count} NICs")
 
@@ -317,9 +321,11 @@ def _gpu_nic(
     faults: Faults,
     sriov_totalvfs: int | None = None,
     interface: str | None = None,
+    rdma_name: str | None = None,
 ) -> None:
     """GPU-network NIC number ``index`` in its switch slot, as ``nics.gpu.kind`` says; ``interface``: its
-    netdev's name (None: the kernel's).
+    netdev's name (None: the kernel's); ``rdma_name``: a ConnectX NIC's RDMA device name (None: the profile's
+    ``rdma_devices`` entry, else the kernel's mlx5_<index>).
 
     ``sriov_totalvfs``: ConnectX physical functions (outside GCP) get SR-IOV files with that total; None: none.
     """
@@ -388,7 +394,7 @@ def _gpu_nic(
         rate = rate_string(rate_gbit_s, "connectx")
         tree.rdma_device(
             device,
-            name(rdma_names, f"mlx5_{index}"),
+            rdma_name or name(rdma_names, f"mlx5_{index}"),
             link_layer,
             rate,
             up,
@@ -504,8 +510,9 @@ def write_tree(
 
     ``sriov_totalvfs``: what ConnectX physical functions outside GCP report (0 = not SR-IOV capable); None:
     16 when the profile declares ``sriov``, else they have no SR-IOV files.
-    ``nic_names``: the interface names an image gives the NIC groups, {"gpu": [...], "management": [...]}, each in
-    PCI order (tests/fixtures/nic_names.yml); a group left out gets the kernel's names.
+    ``nic_names``: the interface names an image gives the NIC groups, {"gpu": [...], "management": [...]}, and
+    the RDMA device names of ConnectX GPU NICs ("gpu_rdma"), each in PCI order (tests/fixtures/nic_names.yml); a
+    group left out gets the kernel's names.
     """
     faults = faults or Faults()
     _check_faults(profile, faults)
@@ -556,6 +563,7 @@ def write_tree(
                 tree.pcie_link(device, narrow[1] if narrow and narrow[0] == gpu else PCIE_LINK_WIDTH)
         placed += [(nic, slot, numa) for nic, slot in zip(nics, slots[len(gpus) :], strict=True)]
     given = list((nic_names or {}).get("gpu") or [])
+    given_rdma = list((nic_names or {}).get("gpu_rdma") or [])
     kind = profile["nics"]["gpu"]["kind"]
     for rank, (nic, slot, numa) in enumerate(sorted(placed, key=lambda item: item[1][1])):
         netdev: str | None = None  # None: the kernel's name by PCI path, or eth<index + 1>
@@ -564,7 +572,8 @@ def write_tree(
         elif kind == "gvnic" and profile["nics"]["management"]["kind"] == "gvnic":
             netdev = f"eth{len(management) + rank}"  # the kernel's names: every gVNIC in PCI order, management first
         if nic < nic_count - faults.nics_missing:
-            _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs, netdev)
+            rdma_name = given_rdma[rank] if given_rdma else None
+            _gpu_nic(tree, profile, nic, slot, numa, faults, sriov_totalvfs, netdev, rdma_name)
 
     if profile["gpu"]["nvswitch"]:
         for _switch in range(NVSWITCHES):

@@ -8,10 +8,11 @@ version_added: "0.9.0"
 short_description: Name the plan's NICs as the host does, and fill the environment's NIC placeholders
 description:
   - The catalog names no network interface; a profile's environment refers to its NICs through placeholders such as
-    C({nics.gpu}), C({nics.gpu[0]}) and C({nics.management}) (docs/catalog.md, "NICs by identity").
+    C({nics.gpu}), C({nics.gpu[0]}), C({nics.management}) and, for ConnectX GPU NICs' RDMA devices,
+    C({nics.gpu_rdma}) and C({nics.gpu_rdma:1}) (docs/catalog.md, "NICs by identity").
   - Takes the host's plan (C(gpufabric_plan)) and returns it with C(nic_names) set (C(gpu) and C(management), each
-    in PCI order), C(nics.gpu.interfaces) and C(nics.management.interfaces) set to those names and the placeholders
-    of C(env) filled.
+    in PCI order, and C(gpu_rdma) where the GPU NICs are ConnectX), C(nics.gpu.interfaces) and
+    C(nics.management.interfaces) set to those names and the placeholders of C(env) filled.
   - The names come from O(names) where given (the host var C(gpufabric_nic_names), for an image bake on a builder
     without the NICs), else from the facts of the M(gpufabric.cluster.fabric_facts) module, by identity (kind, PCI
     ids, GPU affinity, order on the bus).
@@ -27,7 +28,7 @@ options:
     description: The C(gpufabric_hardware) facts; not read when O(names) is given.
     type: dict
   names:
-    description: The names of the NIC groups, C(gpu) and C(management), each a list in PCI order.
+    description: The names of the NIC groups, C(gpu) and C(management), and C(gpu_rdma), each a list in PCI order.
     type: dict
 """
 

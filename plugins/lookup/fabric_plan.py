@@ -67,7 +67,8 @@ options:
   nic_names:
     description:
       - The host var C(gpufabric_nic_names), the names the host's image gives the profile's NICs, C(gpu) and
-        C(management) each a list in PCI order. Where given, the plan's environment placeholders (C({nics.gpu}),
+        C(management) each a list in PCI order, and C(gpu_rdma), the RDMA device names of ConnectX GPU NICs, in
+        PCI order. Where given, the plan's environment placeholders (C({nics.gpu}),
         ...) are filled from it; else the plan role fills them from the host's hardware (docs/catalog.md).
     type: raw
     default: null

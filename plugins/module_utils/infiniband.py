@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypedDict
 
-from ansible_collections.gpufabric.cluster.plugins.module_utils import supply_chain
+from ansible_collections.gpufabric.cluster.plugins.module_utils import fabric_nics, supply_chain
 from ansible_collections.gpufabric.cluster.plugins.module_utils.host_plan import no_profile
 from ansible_collections.gpufabric.cluster.plugins.module_utils.supply_chain import PackagePin, PackageStep
 
@@ -470,8 +470,14 @@ def env_errors(env: dict[str, str], profile: str) -> list[str]:
     out = []
     for name, parse in (("NCCL_IB_HCA", parse_nccl_ib_hca), ("UCX_NET_DEVICES", parse_ucx_net_devices)):
         if name in env:
-            out += [f"{profile}: {name}={env[name]}: {error}" for error in parse(env[name])["errors"]]
+            # A placeholder ({nics.gpu_rdma:1}) is checked as the one name it stands for (the host fills it in).
+            shown = fabric_nics.PLACEHOLDER.sub(_stand_in, str(env[name]))
+            out += [f"{profile}: {name}={env[name]}: {error}" for error in parse(shown)["errors"]]
     return out
+
+
+def _stand_in(match: re.Match[str]) -> str:
+    return "device" + (f":{match.group(3)}" if match.group(3) else "")
 
 
 def _ports(facts: dict[str, Any]) -> list[tuple[str, int, str | None]]:

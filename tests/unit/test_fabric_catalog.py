@@ -544,6 +544,17 @@ CHANGED_SINCE_B113656 = [
         for name in ("gcp/a3-highgpu-8g", "gcp/a3-edgegpu-8g", "gcp/a3-megagpu-8g")
         for path in ("nics.gpu.interfaces", "nics.management.interface")
     ],
+    # Azure's RDMA devices by identity: mlx5_ib<N> is the ubuntu-hpc images' naming (azhpc-images persistent RDMA
+    # naming), the kernel's mlx5_<N> elsewhere; the host's names fill the placeholders.
+    *[
+        (name, path, value)
+        for name in ("azure/Standard_ND96isr_H100_v5", "azure/Standard_ND96isr_H200_v5")
+        for path, value in (
+            ("nics.gpu.rdma_devices", REMOVED),
+            ("tiers.best.env.NCCL_IB_HCA", "={nics.gpu_rdma}"),
+            ("tiers.best.env.UCX_NET_DEVICES", "{nics.gpu_rdma:1}"),
+        )
+    ],
     # Azure's synthetic NIC by identity (the default route's interface): the ubuntu-hpc images name it eth0.
     ("azure/Standard_ND96isr_H100_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),
     ("azure/Standard_ND96isr_H200_v5", "tiers.standard.env.NCCL_SOCKET_IFNAME", "{nics.management}"),

@@ -187,6 +187,44 @@ def test_placeholders_are_checked_against_the_profiles_nics(value, says):
         assert error.startswith(start)
 
 
+@pytest.mark.parametrize(
+    ("profile", "value", "says"),
+    [
+        ("azure/Standard_ND96isr_H100_v5", "={nics.gpu_rdma}", []),
+        ("azure/Standard_ND96isr_H100_v5", "{nics.gpu_rdma:1},{nics.gpu_rdma[7]:2}", []),
+        ("azure/Standard_ND96isr_H100_v5", "{nics.gpu_rdma[8]}", ["placeholder {nics.gpu_rdma[8]}: nics.gpu_rdma"]),
+        ("azure/Standard_ND96isr_H100_v5", "{nics.gpu_rdma:0}", ["placeholder {nics.gpu_rdma:0}: a port suffix"]),
+        ("azure/Standard_ND96isr_H100_v5", "{nics.gpu:1}", ["placeholder {nics.gpu:1}: a port suffix"]),
+        ("gcp/a3-highgpu-8g", "{nics.gpu_rdma}", ["placeholder {nics.gpu_rdma}: gvnic GPU NICs are not ConnectX"]),
+        ("aws/p5.48xlarge", "{nics.gpu_rdma}", ["placeholder {nics.gpu_rdma}: efa GPU NICs are not ConnectX"]),
+    ],
+)
+def test_rdma_device_placeholders_are_for_connectx_gpu_nics(profile, value, says):
+    errors = fabric_nics.placeholder_errors(value, catalog.get(profile)["nics"])
+    assert len(errors) == len(says), errors
+    for error, start in zip(errors, says, strict=True):
+        assert error.startswith(start)
+
+
+def test_rdma_device_names_fill_with_their_port_and_a_bake_gives_them(tmp_path):
+    nics = catalog.get("azure/Standard_ND96isr_H100_v5")["nics"]
+    names = {"gpu_rdma": [f"mlx5_{i}" for i in range(8)]}
+    assert fabric_nics.render("{nics.gpu_rdma[2]}:{nics.gpu_rdma[3]:1}", names, nics) == ("mlx5_2:mlx5_3:1", [])
+    baked = fabric_plan.plan_host(
+        {
+            "gpufabric_profile": "azure/Standard_ND96isr_H100_v5",
+            "gpufabric_nic_names": names_of("azure/Standard_ND96isr_H100_v5", "ubuntu-hpc"),
+        },
+        catalog,
+    )
+    assert baked["env"]["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_ib{i}" for i in range(8))
+    with pytest.raises(fabric_plan.PlanError, match=r"gpufabric_nic_names.gpu_rdma\[0\] 'mlx5 0' is not an RDMA"):
+        fabric_plan.plan_host(
+            {"gpufabric_profile": "azure/Standard_ND96isr_H100_v5", "gpufabric_nic_names": {"gpu_rdma": ["mlx5 0"]}},
+            catalog,
+        )
+
+
 @pytest.mark.parametrize("profile", [name for name in catalog.names() if name.startswith("oci/")])
 def test_ocis_management_nic_is_the_default_routes_interface_whatever_its_name(tmp_path, profile):
     """OCI's primary VNIC has no PCI identity of its own (on bare metal a front-end ConnectX port): the default route

@@ -14,12 +14,13 @@ from ansible.errors import AnsibleFilterError
 
 from gpufabric.collection import _import_plugins, module_utils, plugin_utils
 from gpufabric.simulated_hw import Faults, write_tree
-from tests.conftest import recorded_facts
+from tests.conftest import image_nic_names, recorded_facts
 
 ib = module_utils("infiniband")
 hw_facts = module_utils("hw_facts")
 ib_filter = _import_plugins("filter", "infiniband")
 fabric_plan = plugin_utils("fabric_plan")
+fabric_nics = module_utils("fabric_nics")
 catalog = plugin_utils("fabric_catalog").load_catalog()
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,9 +41,10 @@ def plan_for(name: str = NEBIUS, os_family: str = "Debian", **settings: Any) -> 
     return ib.plan(settings, catalog_plan(name), {"os_family": os_family})
 
 
-def facts_for(name: str, tmp_path: Path, faults: Faults | None = None) -> dict[str, Any]:
+def facts_for(name: str, tmp_path: Path, faults: Faults | None = None, image: str | None = None) -> dict[str, Any]:
+    """Facts of a SIMULATED host of profile ``name``, its NICs named as ``image`` names them (None: the kernel)."""
     root = tmp_path / "tree"
-    write_tree(catalog.get(name), root, faults)
+    write_tree(catalog.get(name), root, faults, nic_names=image_nic_names(name, image) if image else None)
     return hw_facts.gather(str(root))
 
 
@@ -216,7 +218,8 @@ def test_sharp_needs_packages_with_versions_and_a_known_os():
 @pytest.mark.parametrize("name", IB_PROFILES)
 def test_every_infiniband_profile_matches_its_simulated_hardware(name, tmp_path):
     facts = facts_for(name, tmp_path)
-    plan = plan_for(name, pkey="0xffff")
+    # As the role gets it: the plan's NIC placeholders filled from the host (fabric_facts).
+    plan = ib.plan({"pkey": "0xffff"}, fabric_nics.resolve(catalog_plan(name), facts), {"os_family": "Debian"})
     hcas = ib.gpu_hcas(facts, plan)
     assert hcas["problems"] == []
     assert len(hcas["names"]) == catalog.get(name)["nics"]["gpu"]["count"]
@@ -421,8 +424,24 @@ def test_ucx_net_devices_parse(value, everything, entries, errors):
     assert spec["errors"] == errors
 
 
+@pytest.mark.parametrize(
+    ("image", "rails"),
+    [("ubuntu-hpc", [f"mlx5_ib{i}" for i in range(8)]), (None, MLX5)],
+    ids=["azure-hpc-image-naming", "kernel-naming"],
+)
+def test_azure_names_its_rails_as_the_host_does_and_leaves_accelerated_networking_out(image, rails, tmp_path):
+    facts = facts_for(AZURE, tmp_path, image=image)
+    plan = fabric_nics.resolve(catalog_plan(AZURE), facts)
+    found = plan["nic_names"]["gpu_rdma"]  # in PCI order (the SIMULATED kernel names do not follow it)
+    assert sorted(found) == sorted(rails)
+    assert plan["env"]["NCCL_IB_HCA"] == "=" + ",".join(found)
+    assert plan["env"]["UCX_NET_DEVICES"] == ",".join(f"{name}:1" for name in found)
+    rails_found = ib.gpu_hcas(facts, ib.plan({}, plan, {"os_family": "Debian"}))["names"]
+    assert ib.env_findings(facts, plan["env"], rails_found) == []
+
+
 def test_azure_prefix_keeps_the_accelerated_networking_port_out(tmp_path):
-    facts = facts_for(AZURE, tmp_path)
+    facts = facts_for(AZURE, tmp_path, image="ubuntu-hpc")
     hcas = [f"mlx5_ib{i}" for i in range(8)]
     assert ib.env_findings(facts, {"NCCL_IB_HCA": "mlx5_ib"}, hcas) == []
     assert ib.env_findings(facts, {"NCCL_IB_HCA": "mlx5"}, hcas) == [
@@ -457,7 +476,7 @@ def test_nccl_names_a_missing_hca_and_leaves_rails_out(tmp_path):
 
 
 def test_ucx_net_devices_against_the_host(tmp_path):
-    facts = facts_for(AZURE, tmp_path)
+    facts = facts_for(AZURE, tmp_path, image="ubuntu-hpc")
     hcas = [f"mlx5_ib{i}" for i in range(8)]
     full = ",".join(f"{name}:1" for name in hcas)
     assert ib.env_findings(facts, {"NCCL_IB_HCA": "mlx5_ib", "UCX_NET_DEVICES": full}, hcas) == []

@@ -258,7 +258,7 @@ def test_nic_down_gvnic(tmp_path, baseline):
 
 def test_nic_down_infiniband(tmp_path, baseline):
     expected = copy.deepcopy(baseline("azure/Standard_ND96isr_H100_v5"))
-    device = by_name(expected["rdma_devices"], "mlx5_ib0")
+    device = by_name(expected["rdma_devices"], "mlx5_0")
     device["ports"][0].update(state="DOWN", phys_state="Disabled", lid=0, sm_lid=0)
     by_name(expected["nics"], device["netdev"]).update(operstate="down", speed_mbps=None)
     assert build(tmp_path, "azure/Standard_ND96isr_H100_v5", Faults(nic_down=0)) == expected
