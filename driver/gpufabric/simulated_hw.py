@@ -61,7 +61,8 @@ INFINIBAND_CLASS = "0x020700"
 BRIDGE_CLASS = "0x060400"
 
 RDMA_FABRICS = ("infiniband", "roce", "gpudirect_rdma")
-RDMA_NIC_KINDS = ("connectx_ib", "connectx_roce", "efa")
+CONNECTX_NIC_KINDS = ("connectx_ib", "connectx_roce")
+RDMA_NIC_KINDS = (*CONNECTX_NIC_KINDS, "efa")
 IPOIB_MTU = 4092
 DEFAULT_MANAGEMENT_SPEED_GBIT_S = 100
 NVIDIA_DRIVER_VERSION = "570.133.20"
@@ -127,9 +128,9 @@ def management_interface(profile: dict[str, Any], nic_names: dict[str, list[str]
 
 def check_nic_names(profile: dict[str, Any], nic_names: dict[str, list[str]] | None) -> None:
     """Refuse names that do not fit the profile: a group it lacks, or another count than the group's."""
+    connectx = profile["nics"]["gpu"]["kind"] in CONNECTX_NIC_KINDS
     for group, names in (nic_names or {}).items():
         section = "gpu" if group == "gpu_rdma" else group
-        connectx = profile["nics"]["gpu"]["kind"] in ("connectx_ib", "connectx_roce")
         if section not in profile["nics"] or (group == "gpu_rdma" and not connectx):
             raise ValueError(
                 f"nic_names: the profile has no NIC group {group!r}; accepted: gpu, management, gpu_rdma (ConnectX)"
@@ -492,7 +493,7 @@ def _check_faults(profile: dict[str, Any], faults: Faults) -> None:
     if faults.link_downed is not None:
         if not 0 <= faults.link_downed[0] < count:
             raise ValueError(f"Faults.link_downed: NIC index {faults.link_downed[0]} is out of range")
-        if kind not in ("connectx_ib", "connectx_roce"):
+        if kind not in CONNECTX_NIC_KINDS:
             raise ValueError(f"Faults.link_downed: {kind} NICs have no InfiniBand port counters here")
     gpus = profile["gpu"]["count"]
     if faults.gpu_link_width is not None and not 0 <= faults.gpu_link_width[0] < gpus:

@@ -213,21 +213,19 @@ RDMA_DEVICE_ACCEPTED = (
 
 def rdma_device_problem(name: Any) -> str | None:
     """Why ``name`` is not accepted as an RDMA device name, or None."""
-    if not isinstance(name, str):
-        return "not text"
-    if len(name.encode("utf-8", "surrogatepass")) > 63:
-        return f"{len(name.encode('utf-8', 'surrogatepass'))} bytes long"
-    if not INTERFACE.fullmatch(name):
-        return "empty" if not name else "holds a character outside the accepted ones"
-    return None
+    return _name_problem(name, 63)
 
 
 def interface_problem(name: Any) -> str | None:
     """Why ``name`` is not accepted as a network interface name, or None."""
+    return _name_problem(name, 15)
+
+
+def _name_problem(name: Any, max_bytes: int) -> str | None:
     if not isinstance(name, str):
         return "not text"
     size = len(name.encode("utf-8", "surrogatepass"))
-    if size > 15:
+    if size > max_bytes:
         return f"{size} bytes long"
     if not INTERFACE.fullmatch(name):
         return "empty" if not name else "holds a character outside the accepted ones"
